@@ -1,0 +1,31 @@
+// What every subcommand shares: opening the store, printing JSON, and the
+// exit status for cordon's own failures.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/store.h"
+
+namespace cordon::cli {
+
+// cordon refused or failed (DESIGN.md §5).
+inline constexpr int kExitCordonFailed = 125;
+
+// Prints "cordon <command>: <message>" on stderr.
+void PrintError(std::string_view command, std::string_view message);
+
+// One JSON value and a newline on stdout.
+void PrintJson(const nlohmann::json& value);
+
+// Opens the store in the state directory (--state-dir, $CORDON_STATE_DIR, or
+// the default); prints the error and returns empty on failure.
+std::optional<store::Store> OpenStore(std::string_view command,
+                                      const std::optional<std::string>& state_dir);
+
+// "--state-dir" as an optional value from a CLI11 string that may be unset.
+std::optional<std::string> Given(const std::string& value, bool given);
+
+}  // namespace cordon::cli

@@ -1,0 +1,71 @@
+// cordon grants: the grants in the store.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace cordon::cli {
+namespace {
+
+struct GrantsArgs {
+  bool all = false;
+  bool json = false;
+  std::string state_dir;
+  CLI::Option* state_dir_option = nullptr;
+};
+
+std::string CommandText(const nlohmann::json& spec) {
+  if (spec.contains("shell") && spec["shell"].is_string()) return spec["shell"].get<std::string>();
+  std::string out;
+  if (spec.contains("argv") && spec["argv"].is_array()) {
+    for (const auto& a : spec["argv"]) {
+      if (a.is_string()) out += (out.empty() ? "" : " ") + a.get<std::string>();
+    }
+  }
+  return out;
+}
+
+int Execute(const GrantsArgs& a) {
+  auto store = OpenStore("grants", Given(a.state_dir, a.state_dir_option->count() > 0));
+  if (!store) return kExitCordonFailed;
+  auto grants = store->ListGrants(a.all);
+  if (!grants) {
+    PrintError("grants", grants.error().message());
+    return kExitCordonFailed;
+  }
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& g : *grants) out.push_back(store::ToJson(g));
+    PrintJson(out);
+    return 0;
+  }
+  std::printf("%-36s %-8s %-12s %-8s %-12s %s\n", "ID", "STATE", "OWNER", "PID", "OUTCOME",
+              "COMMAND");
+  for (const auto& g : *grants) {
+    std::string pid = g.identity ? std::to_string(g.identity->pid) : "-";
+    std::printf("%-36s %-8s %-12s %-8s %-12s %s\n", g.id.c_str(), g.state.c_str(), g.owner.c_str(),
+                pid.c_str(), g.outcome.empty() ? "-" : g.outcome.c_str(),
+                CommandText(g.spec).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command AddGrantsCommand(CLI::App& app) {
+  auto args = std::make_shared<GrantsArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "grants",
+      "List grants: the active ones (still holding processes, or whose teardown could "
+      "not be verified), or all with --all.");
+  cmd->add_flag("--all", args->all, "Include released grants");
+  cmd->add_flag("--json", args->json,
+                "Print a JSON array of grant records, each with its identity "
+                "{pid, ppid, start_ticks, boot_id}");
+  args->state_dir_option =
+      cmd->add_option("--state-dir", args->state_dir, "As for cordon run")->type_name("DIR");
+  return Command{cmd, [args] { return Execute(*args); }};
+}
+
+}  // namespace cordon::cli

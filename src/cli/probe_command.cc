@@ -1,0 +1,66 @@
+// cordon probe: what this host can enforce for this caller, and why not.
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "contain/probe.h"
+
+namespace cordon::cli {
+namespace {
+
+struct ProbeArgs {
+  bool json = false;
+  std::string cgroup_root;
+  CLI::Option* cgroup_root_option = nullptr;
+};
+
+int Execute(const ProbeArgs& a) {
+  contain::ProbeOptions options;
+  if (a.cgroup_root_option->count() > 0) {
+    if (auto problem = contain::CgroupRootProblem(a.cgroup_root)) {
+      PrintError("probe", "--cgroup-root: '" + a.cgroup_root + "' " + *problem);
+      return kExitCordonFailed;
+    }
+    options.cgroups.cgroup_root = a.cgroup_root;
+  }
+  auto probe = contain::ProbeHost(options);
+  if (!probe) {
+    PrintError("probe", probe.error().message());
+    return kExitCordonFailed;
+  }
+  if (a.json) {
+    PrintJson(contain::ToJson(*probe));
+    return 0;
+  }
+  std::printf("%-14s %-9s %-16s %s\n", "CAPABILITY", "STATUS", "MECHANISM", "DETAIL");
+  for (const auto& s : probe->capabilities) {
+    std::string detail = s.enforceable ? "" : s.reason + (s.fix.empty() ? "" : "; fix: " + s.fix);
+    std::printf("%-14s %-9s %-16s %s\n", std::string(contain::CapabilityName(s.capability)).c_str(),
+                s.enforceable ? "enforced" : "degraded",
+                s.mechanism.empty() ? "-" : s.mechanism.c_str(), detail.c_str());
+  }
+  std::printf("\ncgroups:\n");
+  for (const auto& n : probe->cgroups.notes) std::printf("  %s\n", n.c_str());
+  for (const auto* p : {&probe->cgroups.v2_problem, &probe->cgroups.v1_memory_problem,
+                        &probe->cgroups.v1_pids_problem}) {
+    if (!p->empty()) std::printf("  not used: %s\n", p->c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command AddProbeCommand(CLI::App& app) {
+  auto args = std::make_shared<ProbeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "probe",
+      "Show, per capability, whether this host can enforce it for you, by which mechanism, and "
+      "when it cannot, why and what would fix it. Prepares cordon's parent cgroups.");
+  cmd->add_flag("--json", args->json, "Print JSON");
+  args->cgroup_root_option =
+      cmd->add_option("--cgroup-root", args->cgroup_root, "As for cordon run")->type_name("PATH");
+  return Command{cmd, [args] { return Execute(*args); }};
+}
+
+}  // namespace cordon::cli

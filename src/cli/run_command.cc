@@ -1,0 +1,349 @@
+// cordon run: one command inside the boundary.
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/units.h"
+#include "contain/probe.h"
+#include "run/run_sync.h"
+#include "sys/fd.h"
+
+namespace cordon::cli {
+namespace {
+
+constexpr std::string_view kName = "run";
+
+struct RunArgs {
+  std::vector<std::string> command;
+  std::string shell;
+  std::string workspace;
+  std::vector<std::string> env;
+  std::string stdin_source;
+  std::string timeout, grace, output_limit, memory, pids, cpu_seconds, file_size, open_files,
+      address_space;
+  std::vector<std::string> require;
+  bool permissive = false;
+  bool json = false;
+  bool quiet = false;
+  std::string owner;
+  std::string state_dir;
+  std::string cgroup_root;
+  std::map<std::string, CLI::Option*> options;
+
+  bool Given(const std::string& name) const { return options.at(name)->count() > 0; }
+};
+
+// The CLI option behind each Spec field, so a validation error names what
+// the user typed.
+const std::map<std::string, std::string> kOptionForField = {
+    {"argv", "the command"},
+    {"shell", "--shell"},
+    {"workspace", "--workspace"},
+    {"env", "--env"},
+    {"owner", "--owner"},
+    {"limits.timeout_ms", "--timeout"},
+    {"limits.grace_ms", "--grace"},
+    {"limits.output_limit_bytes", "--output-limit"},
+    {"limits.memory_bytes", "--memory"},
+    {"limits.pids", "--pids"},
+    {"limits.cpu_seconds", "--cpu-seconds"},
+    {"limits.file_size_bytes", "--file-size"},
+    {"limits.open_files", "--open-files"},
+    {"limits.address_space_bytes", "--address-space"},
+};
+
+std::string DefaultOwner() {
+  uid_t uid = ::geteuid();
+  if (struct passwd* pw = ::getpwuid(uid); pw != nullptr && pw->pw_name != nullptr) {
+    return pw->pw_name;
+  }
+  return "uid:" + std::to_string(uid);
+}
+
+// Fills `spec` from the arguments; on a bad value returns the message.
+std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
+  if (a.Given("--shell")) {
+    if (!a.command.empty()) return "give either --shell 'CMD' or -- PROG ARGS..., not both";
+    spec.shell = a.shell;
+  } else {
+    if (a.command.empty()) {
+      return "no command given: use cordon run [options] -- PROG ARGS... or --shell 'CMD'";
+    }
+    spec.argv = a.command;
+  }
+  if (a.Given("--workspace")) {
+    if (a.workspace.empty()) return "--workspace: the path is empty";
+    std::error_code ec;
+    spec.workspace = std::filesystem::absolute(a.workspace, ec);
+    if (ec) return "--workspace: " + ec.message();
+  }
+  for (const auto& entry : a.env) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) return "--env: '" + entry + "' is not NAME=VALUE";
+    spec.env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  if (a.Given("--stdin")) {
+    int fd = STDIN_FILENO;
+    sys::UniqueFd file;
+    if (a.stdin_source != "-") {
+      auto opened = sys::Open(a.stdin_source, O_RDONLY);
+      if (!opened) return "--stdin: " + opened.error().message();
+      file = std::move(*opened);
+      fd = file.get();
+    }
+    auto bytes = sys::ReadAll(fd, size_t{1} << 30);
+    if (!bytes) return "--stdin: " + bytes.error().message();
+    spec.stdin_bytes = std::move(*bytes);
+  }
+
+  contain::Limits& l = spec.limits;
+  using Parser = std::expected<int64_t, std::string> (*)(std::string_view);
+  struct Numeric {
+    const char* option;
+    const std::string& text;
+    Parser parse;
+    std::function<void(int64_t)> set;
+  };
+  const Numeric numerics[] = {
+      {"--timeout", a.timeout, ParseDurationMs, [&](int64_t v) { l.timeout_ms = v; }},
+      {"--grace", a.grace, ParseDurationMs, [&](int64_t v) { l.grace_ms = v; }},
+      {"--output-limit", a.output_limit, ParseSize, [&](int64_t v) { l.output_limit_bytes = v; }},
+      {"--memory", a.memory, ParseSize, [&](int64_t v) { l.memory_bytes = v; }},
+      {"--pids", a.pids, ParseCount, [&](int64_t v) { l.pids = v; }},
+      {"--cpu-seconds", a.cpu_seconds, ParseCount, [&](int64_t v) { l.cpu_seconds = v; }},
+      {"--file-size", a.file_size, ParseSize, [&](int64_t v) { l.file_size_bytes = v; }},
+      {"--open-files", a.open_files, ParseCount, [&](int64_t v) { l.open_files = v; }},
+      {"--address-space", a.address_space, ParseSize,
+       [&](int64_t v) { l.address_space_bytes = v; }},
+  };
+  for (const auto& n : numerics) {
+    if (!a.Given(n.option)) continue;
+    auto value = n.parse(n.text);
+    if (!value) return std::string(n.option) + ": " + value.error();
+    n.set(*value);
+  }
+
+  for (const auto& list : a.require) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      std::string name = list.substr(start, end - start);
+      start = end + 1;
+      if (name.empty()) continue;
+      auto cap = contain::ParseCapability(name);
+      if (!cap) {
+        std::string known;
+        for (auto c : contain::kAllCapabilities) {
+          known += (known.empty() ? "" : ", ") + std::string(contain::CapabilityName(c));
+        }
+        return "--require: unknown capability '" + name + "' (known: " + known + ")";
+      }
+      spec.required.insert(*cap);
+    }
+  }
+  spec.permissive = a.permissive;
+  spec.owner = a.Given("--owner") ? a.owner : DefaultOwner();
+  if (a.Given("--owner") && a.owner.empty()) return "--owner: the name is empty";
+  if (a.Given("--cgroup-root")) {
+    if (auto problem = contain::CgroupRootProblem(a.cgroup_root)) {
+      return "--cgroup-root: '" + a.cgroup_root + "' " + *problem;
+    }
+  }
+  if (auto invalid = contain::Validate(spec)) {
+    auto option = kOptionForField.find(invalid->field);
+    return (option == kOptionForField.end() ? invalid->field : option->second) + ": " +
+           invalid->reason;
+  }
+  return std::nullopt;
+}
+
+void Write(int fd, std::string_view bytes) { (void)sys::WriteAll(fd, bytes); }
+
+// After a pass-through run: what the exit status alone does not say.
+void Explain(const run::RunResult& r, const contain::Spec& spec) {
+  auto note = [](const std::string& line) { PrintError(kName, line); };
+  if (r.setup_error) {
+    note("cannot start " + spec.Command()[0] + ": " +
+         std::string(contain::SetupStepName(r.setup_error->step)) + ": " +
+         sys::Error("", r.setup_error->err).message().substr(2));
+  }
+  if (r.outcome == run::Outcome::kTimedOut) {
+    note("timed out after " + std::to_string(*spec.limits.timeout_ms) + " ms; the tree was torn " +
+         (r.release.escalated ? "down with SIGKILL after the grace period" : "down with SIGTERM"));
+  }
+  if (r.outcome == run::Outcome::kOomKilled) note("killed: out of memory (--memory)");
+  for (const auto* s : {&r.out, &r.err}) {
+    if (s->truncated) {
+      note(std::string(s == &r.out ? "stdout" : "stderr") + " truncated: kept " +
+           std::to_string(s->data.size()) + " of " + std::to_string(s->bytes) +
+           " bytes (--output-limit)");
+    }
+  }
+  if (!r.release.dead) {
+    std::string pids;
+    for (pid_t p : r.release.survivors) pids += (pids.empty() ? "" : " ") + std::to_string(p);
+    note("teardown could not be verified (" + r.release.problem +
+         "); survivors: " + (pids.empty() ? "unknown" : pids) + "; the grant " + r.grant.id +
+         " stays active: run `cordon reap` to retry");
+  }
+  for (const auto& w : r.warnings) note("warning: " + w);
+}
+
+int Execute(const RunArgs& a) {
+  contain::Spec spec;
+  if (auto bad = BuildSpec(a, spec)) {
+    if (a.json) {
+      PrintJson({{"error", {{"code", "invalid"}, {"message", *bad}}}});
+    } else {
+      PrintError(kName, *bad + " (see cordon run --help)");
+    }
+    return kExitCordonFailed;
+  }
+  auto store = OpenStore(kName, cli::Given(a.state_dir, a.Given("--state-dir")));
+  if (!store) return kExitCordonFailed;
+  contain::ProbeOptions probe_options;
+  if (a.Given("--cgroup-root")) probe_options.cgroups.cgroup_root = a.cgroup_root;
+  auto probe = contain::ProbeHost(probe_options);
+  if (!probe) {
+    PrintError(kName, "cannot probe this host: " + probe.error().message());
+    return kExitCordonFailed;
+  }
+
+  run::SyncOptions options;
+  options.cancel_on_signals = true;
+  if (!a.json) {
+    options.on_output = [](run::StreamId id, std::string_view bytes) {
+      Write(id == run::StreamId::kStdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
+    };
+  }
+  auto ran = run::RunSync(spec, *probe, *store, options);
+  if (!ran) {
+    const contain::AdmitError& e = ran.error();
+    std::string field = e.field;
+    std::string message = e.message;
+    if (auto option = kOptionForField.find(field); option != kOptionForField.end()) {
+      message = option->second + message.substr(field.size());
+    }
+    if (a.json) {
+      const char* code = e.kind == contain::AdmitError::Kind::kRefused   ? "refused"
+                         : e.kind == contain::AdmitError::Kind::kInvalid ? "invalid"
+                                                                         : "internal";
+      nlohmann::json missing = nlohmann::json::array();
+      for (const auto& m : e.missing) {
+        missing.push_back(
+            {{"capability", contain::CapabilityName(m.capability)}, {"reason", m.reason}});
+      }
+      PrintJson({{"error", {{"code", code}, {"message", message}, {"missing", missing}}}});
+    } else {
+      PrintError(kName, message);
+    }
+    return kExitCordonFailed;
+  }
+  const run::RunResult& r = ran->result;
+  if (a.json) {
+    PrintJson(run::ToJson(r));
+  } else {
+    if (!a.quiet) {
+      for (const auto& d : r.grant.degraded) {
+        PrintError(kName, "degraded: " + std::string(contain::CapabilityName(d.capability)) + ": " +
+                              d.reason);
+      }
+    }
+    Explain(r, spec);
+  }
+  if (ran->cancel_signal != 0 && r.release.dead) return 128 + ran->cancel_signal;
+  return run::ExitStatus(r);
+}
+
+}  // namespace
+
+Command AddRunCommand(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Run one command in a contained process tree: exact environment, limits, a deadline, "
+      "capped output, and a teardown that kills every descendant and reports death only once "
+      "it is verified.");
+  cmd->footer(
+      "Usage: cordon run [OPTIONS] -- PROG [ARGS...]\n       cordon run [OPTIONS] --shell 'CMD'\n"
+      "Durations are seconds (0.5, 2) or take a unit (250ms, 1m); sizes take binary suffixes "
+      "(16K, 256M, 1G; K = 1024).");
+  RunArgs& a = *args;
+  auto opt = [&](const std::string& name, std::string& target, const std::string& help) {
+    a.options[name] = cmd->add_option(name, target, help);
+    return a.options[name];
+  };
+  opt("--shell", a.shell, "Run CMD with /bin/sh -c instead of PROG ARGS")->type_name("CMD");
+  opt("--workspace", a.workspace, "Working directory of the command (default: the current one)")
+      ->type_name("DIR");
+  a.options["--env"] =
+      cmd->add_option("--env", a.env,
+                      "Set NAME=VALUE in the command's environment (repeatable). Nothing else "
+                      "is inherited: not even PATH or HOME")
+          ->type_name("NAME=VALUE")
+          ->take_all()
+          ->allow_extra_args(false);
+  opt("--stdin", a.stdin_source,
+      "Feed FILE (or - for cordon's own stdin) to the command; "
+      "default: /dev/null")
+      ->type_name("FILE|-");
+  opt("--timeout", a.timeout,
+      "Wall-clock deadline, in seconds (0.5, 2, 250ms, 1m); "
+      "default: none")
+      ->type_name("SEC");
+  opt("--grace", a.grace, "Time between SIGTERM and SIGKILL at the deadline; default 2")
+      ->type_name("SEC");
+  opt("--output-limit", a.output_limit,
+      "Bytes of stdout and of stderr kept, each; the rest is read and discarded; default 10M")
+      ->type_name("BYTES");
+  opt("--memory", a.memory, "Memory limit (cgroup), e.g. 256M")->type_name("BYTES");
+  opt("--pids", a.pids, "At most N processes and threads")->type_name("N");
+  opt("--cpu-seconds", a.cpu_seconds, "CPU time limit per process (RLIMIT_CPU)")->type_name("N");
+  opt("--file-size", a.file_size, "Largest file the command may write (RLIMIT_FSIZE)")
+      ->type_name("BYTES");
+  opt("--open-files", a.open_files, "At most N open files per process (RLIMIT_NOFILE)")
+      ->type_name("N");
+  opt("--address-space", a.address_space, "Virtual memory limit per process (RLIMIT_AS)")
+      ->type_name("BYTES");
+  a.options["--require"] =
+      cmd->add_option("--require", a.require,
+                      "Refuse to run unless these capabilities are enforced (comma-separated; "
+                      "see cordon probe)")
+          ->type_name("CAP[,CAP]")
+          ->allow_extra_args(false);
+  a.options["--permissive"] = cmd->add_flag(
+      "--permissive", a.permissive,
+      "Run with an explicit limit this host cannot enforce, reported as degraded, instead of "
+      "refusing");
+  opt("--owner", a.owner, "Who the grant is recorded for (default: the user name)")
+      ->type_name("NAME");
+  opt("--state-dir", a.state_dir,
+      "Where the store lives (default: $CORDON_STATE_DIR, /var/lib/cordon as root, "
+      "$XDG_STATE_HOME/cordon otherwise)")
+      ->type_name("DIR");
+  opt("--cgroup-root", a.cgroup_root,
+      "Create cordon's cgroups under this cgroup path in every hierarchy, instead of beneath "
+      "cordon's own group")
+      ->type_name("PATH");
+  a.options["--json"] =
+      cmd->add_flag("--json", a.json, "Print one JSON result object instead of the output");
+  a.options["--quiet"] =
+      cmd->add_flag("--quiet,-q", a.quiet, "Do not print degraded capabilities on stderr");
+  cmd->add_option("command", a.command, "The program and its arguments (after --)")
+      ->type_name("PROG ARGS...");
+  cmd->prefix_command();
+  return Command{cmd, [args] {
+                   RunArgs& a = *args;
+                   return Execute(a);
+                 }};
+}
+
+}  // namespace cordon::cli

@@ -1,0 +1,32 @@
+// The enforceable properties of a run (DESIGN.md §2, "Capabilities").
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+namespace cordon::contain {
+
+enum class Capability {
+  kProcessTree,   // every descendant is torn down, setsid'ed ones too
+  kWallClock,     // the run is stopped at a deadline
+  kOutputCap,     // captured output is bounded
+  kProcessCount,  // at most N processes/threads
+  kMemory,        // at most N bytes of memory, OOM reported
+  kAddressSpace,  // RLIMIT_AS
+  kCpuTime,       // RLIMIT_CPU
+  kFileSize,      // RLIMIT_FSIZE
+  kOpenFiles,     // RLIMIT_NOFILE
+};
+
+inline constexpr std::array kAllCapabilities = {
+    Capability::kProcessTree,  Capability::kWallClock, Capability::kOutputCap,
+    Capability::kProcessCount, Capability::kMemory,    Capability::kAddressSpace,
+    Capability::kCpuTime,      Capability::kFileSize,  Capability::kOpenFiles,
+};
+
+// "process_tree", "wall_clock", ...
+std::string_view CapabilityName(Capability c);
+std::optional<Capability> ParseCapability(std::string_view name);
+
+}  // namespace cordon::contain

@@ -1,0 +1,52 @@
+// One cgroup directory, v1 or v2: create, read and write its control files,
+// list its processes, remove it. Knows nothing of what a grant puts there.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sys/fd.h"
+
+namespace cordon::contain {
+
+class CgroupDir final {
+ public:
+  // mkdir(parent/name) and open it; fails with EEXIST if it is already there.
+  static sys::Result<CgroupDir> Create(const std::string& parent, const std::string& name);
+  // Opens a group that exists (e.g. one found by reap).
+  static sys::Result<CgroupDir> Open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  // An O_DIRECTORY descriptor: the target of clone3's CLONE_INTO_CGROUP.
+  int fd() const { return fd_.get(); }
+
+  bool Has(const std::string& file) const;
+  sys::Result<std::string> Read(const std::string& file) const;
+  sys::Result<void> Write(const std::string& file, std::string_view value) const;
+  // The value of `key` in a flat keyed file ("oom_kill 3" in memory.events).
+  sys::Result<std::optional<uint64_t>> ReadKey(const std::string& file, std::string_view key) const;
+
+  // The thread-group ids in cgroup.procs. Exited (zombie) tasks are not listed.
+  sys::Result<std::vector<pid_t>> Procs() const;
+
+  // rmdir. Succeeds only when no live process is left in the group.
+  sys::Result<void> Remove();
+
+ private:
+  CgroupDir(std::string path, sys::UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  std::string path_;
+  sys::UniqueFd fd_;
+};
+
+// mkdir -p, for the parents cordon's groups live under (mode 0755).
+sys::Result<void> MakeDirs(const std::string& path);
+
+// Parses the text of cgroup.procs.
+std::vector<pid_t> ParsePids(std::string_view text);
+
+}  // namespace cordon::contain

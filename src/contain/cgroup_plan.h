@@ -1,0 +1,47 @@
+// Where this supervisor puts its groups, per hierarchy, and why. cordon's
+// groups go beneath the group the supervisor runs in, so the host's own
+// limits keep applying (DESIGN.md §5); an operator may name another root.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "contain/cgroup_layout.h"
+
+namespace cordon::contain {
+
+struct CgroupPlan {
+  // cgroup v2: every process of a grant starts in a child of this directory
+  // (CLONE_INTO_CGROUP) and the tree is killed with cgroup.kill. Empty when
+  // v2 cannot be used; `v2_problem` says why.
+  std::string v2_parent;
+  std::string v2_problem;
+  // Limit controllers ("memory", "pids") that v2 groups under v2_parent get.
+  std::set<std::string> v2_controllers;
+
+  // cgroup v1 parents for the limits v2 cannot provide (hybrid and v1 hosts).
+  std::string v1_memory_parent;
+  std::string v1_memory_problem;
+  std::string v1_pids_parent;
+  std::string v1_pids_problem;
+
+  // How the places were chosen, for `cordon probe`.
+  std::vector<std::string> notes;
+};
+
+struct PlanOptions {
+  // A cgroup path (as in /proc/self/cgroup, e.g. "/cordon-ci") used in every
+  // hierarchy instead of "<own group>/cordon".
+  std::optional<std::string> cgroup_root;
+};
+
+// Prepares the parent groups (mkdir -p, enable controllers where the rules
+// allow) and records what can be used. Idempotent; never moves a process.
+CgroupPlan PlanCgroups(const CgroupLayout& layout, const PlanOptions& options);
+
+// Checks a --cgroup-root value: absolute, no "..", no empty or dot segments.
+std::optional<std::string> CgroupRootProblem(const std::string& root);
+
+}  // namespace cordon::contain

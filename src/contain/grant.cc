@@ -1,0 +1,211 @@
+#include "contain/grant.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace cordon::contain {
+namespace {
+
+using nlohmann::json;
+
+bool CgroupBacked(const std::string& mechanism) { return mechanism.starts_with("cgroup"); }
+
+struct Resolution {
+  std::vector<Capability> enforced;
+  std::vector<Degradation> degraded;
+  std::map<Capability, std::string> mechanisms;
+  std::vector<Degradation> missing;
+  std::vector<bool> missing_is_explicit;
+};
+
+// `broken`: capabilities whose mechanism failed when the grant was set up.
+Resolution Resolve(const Spec& spec, const Probe& probe,
+                   const std::map<Capability, std::string>& broken) {
+  Resolution r;
+  std::set<Capability> explicit_caps = Explicit(spec);
+  for (Capability c : Wanted(spec)) {
+    CapabilityStatus s = probe.Status(c);
+    if (auto b = broken.find(c); b != broken.end()) {
+      s = CapabilityStatus{c, false, c == Capability::kProcessTree ? "process_group" : "",
+                           b->second, s.fix};
+    }
+    if (s.enforceable) {
+      r.enforced.push_back(c);
+      r.mechanisms[c] = s.mechanism;
+      continue;
+    }
+    std::string reason = s.reason + (s.fix.empty() ? "" : " (to fix: " + s.fix + ")");
+    bool is_explicit = explicit_caps.contains(c);
+    if (spec.required.contains(c) || (is_explicit && !spec.permissive)) {
+      r.missing.push_back({c, reason});
+      r.missing_is_explicit.push_back(is_explicit && !spec.required.contains(c));
+      continue;
+    }
+    r.degraded.push_back({c, s.reason});
+    if (!s.mechanism.empty()) r.mechanisms[c] = s.mechanism;
+  }
+  return r;
+}
+
+AdmitError Refusal(const Resolution& r) {
+  std::string message = "refused: cannot enforce ";
+  bool any_explicit = false;
+  for (size_t i = 0; i < r.missing.size(); ++i) {
+    message += (i ? "; " : "") + std::string(CapabilityName(r.missing[i].capability)) + ": " +
+               r.missing[i].reason;
+    any_explicit |= r.missing_is_explicit[i];
+  }
+  if (any_explicit) message += "; use --permissive to run without what cannot be enforced";
+  return AdmitError{AdmitError::Kind::kRefused, "", message, r.missing};
+}
+
+}  // namespace
+
+bool Grant::Enforces(Capability c) const {
+  return std::find(enforced.begin(), enforced.end(), c) != enforced.end();
+}
+
+const std::string& Grant::Mechanism(Capability c) const {
+  static const std::string kNone;
+  auto it = mechanisms.find(c);
+  return it == mechanisms.end() ? kNone : it->second;
+}
+
+std::string NewGrantId() {
+  unsigned char b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  char out[37];
+  std::snprintf(out, sizeof out,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return out;
+}
+
+json SpecSummary(const Spec& spec) {
+  json s;
+  if (spec.shell) {
+    s["shell"] = *spec.shell;
+  } else {
+    s["argv"] = spec.argv;
+  }
+  s["workspace"] = spec.workspace ? json(spec.workspace->string()) : json();
+  json names = json::array();
+  for (const auto& [name, value] : spec.env) names.push_back(name);
+  s["env_names"] = names;
+  s["stdin_bytes"] = spec.stdin_bytes ? json(spec.stdin_bytes->size()) : json();
+  const Limits& l = spec.limits;
+  json limits = {{"grace_ms", l.grace_ms}, {"output_limit_bytes", l.output_limit_bytes}};
+  auto put = [&](const char* name, const std::optional<int64_t>& v) {
+    if (v) limits[name] = *v;
+  };
+  put("timeout_ms", l.timeout_ms);
+  put("memory_bytes", l.memory_bytes);
+  put("pids", l.pids);
+  put("cpu_seconds", l.cpu_seconds);
+  put("file_size_bytes", l.file_size_bytes);
+  put("open_files", l.open_files);
+  put("address_space_bytes", l.address_space_bytes);
+  s["limits"] = limits;
+  json required = json::array();
+  for (Capability c : spec.required) required.push_back(CapabilityName(c));
+  s["required"] = required;
+  s["permissive"] = spec.permissive;
+  return s;
+}
+
+std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
+                                         store::Store& store) {
+  if (auto invalid = Validate(spec)) {
+    return std::unexpected(
+        AdmitError{AdmitError::Kind::kInvalid, invalid->field, invalid->message(), {}});
+  }
+  Grant grant;
+  grant.id = NewGrantId();
+  grant.owner = spec.owner;
+
+  // Resolve, then set up the cgroups; if setting them up fails, what they
+  // would have enforced is re-resolved as unavailable (refused or degraded).
+  std::map<Capability, std::string> broken;
+  Resolution r;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    r = Resolve(spec, probe, broken);
+    if (!r.missing.empty()) return std::unexpected(Refusal(r));
+    auto mech = [&](Capability c) {
+      auto it = r.mechanisms.find(c);
+      return it == r.mechanisms.end() ? std::string() : it->second;
+    };
+    bool enforced_tree = std::find(r.enforced.begin(), r.enforced.end(),
+                                   Capability::kProcessTree) != r.enforced.end();
+    CgroupLimits limits;
+    limits.tree = enforced_tree;
+    if (CgroupBacked(mech(Capability::kMemory))) limits.memory_bytes = spec.limits.memory_bytes;
+    if (CgroupBacked(mech(Capability::kProcessCount))) limits.pids = spec.limits.pids;
+    if (!limits.tree && !limits.memory_bytes && !limits.pids) break;
+    auto cgroups = GrantCgroups::Create(probe.cgroups, grant.id, limits);
+    if (cgroups) {
+      grant.cgroups = std::move(*cgroups);
+      break;
+    }
+    if (attempt == 1) {
+      return std::unexpected(
+          AdmitError{AdmitError::Kind::kInternal,
+                     "",
+                     "cannot set up the grant's cgroups: " + cgroups.error().message(),
+                     {}});
+    }
+    std::string why = "setting up the grant's cgroup failed: " + cgroups.error().message();
+    for (Capability c : r.enforced) {
+      if (CgroupBacked(mech(c))) broken[c] = why;
+    }
+  }
+  grant.enforced = r.enforced;
+  grant.degraded = r.degraded;
+  grant.mechanisms = r.mechanisms;
+
+  store::GrantRecord record;
+  record.id = grant.id;
+  record.owner = grant.owner;
+  record.spec = SpecSummary(spec);
+  for (Capability c : grant.enforced) record.enforced.push_back(CapabilityName(c));
+  for (const auto& d : grant.degraded) {
+    record.degraded.push_back({{"capability", CapabilityName(d.capability)}, {"reason", d.reason}});
+  }
+  for (const auto& [c, m] : grant.mechanisms) record.mechanisms[std::string(CapabilityName(c))] = m;
+  if (grant.cgroups) {
+    CgroupPaths paths = grant.cgroups->paths();
+    if (!paths.v2.empty()) record.cgroups["v2"] = paths.v2;
+    if (!paths.memory.empty()) record.cgroups["memory"] = paths.memory;
+    if (!paths.pids.empty()) record.cgroups["pids"] = paths.pids;
+  }
+  auto self = proc::ReadIdentity(::getpid());
+  if (!self) {
+    if (grant.cgroups) (void)grant.cgroups->Remove();
+    return std::unexpected(
+        AdmitError{AdmitError::Kind::kInternal,
+                   "",
+                   "cannot read the supervisor's identity: " + self.error().message(),
+                   {}});
+  }
+  record.supervisor = *self;
+  record.created_at_ms = store::NowMs();
+  if (auto inserted = store.InsertGrant(record); !inserted) {
+    if (grant.cgroups) (void)grant.cgroups->Remove();
+    return std::unexpected(
+        AdmitError{AdmitError::Kind::kInternal,
+                   "",
+                   "cannot record the grant in " + store.path() + ": " + inserted.error().message(),
+                   {}});
+  }
+  return grant;
+}
+
+}  // namespace cordon::contain

@@ -1,0 +1,125 @@
+#include "contain/grant_cgroups.h"
+
+#include <fcntl.h>
+
+namespace cordon::contain {
+namespace {
+
+// "Guard" removes partially created groups unless released.
+struct RemoveOnFailure {
+  std::vector<CgroupDir*> dirs;
+  bool armed = true;
+  ~RemoveOnFailure() {
+    if (!armed) return;
+    for (CgroupDir* d : dirs) (void)d->Remove();
+  }
+};
+
+}  // namespace
+
+sys::Result<GrantCgroups> GrantCgroups::Create(const CgroupPlan& plan, const std::string& name,
+                                               const CgroupLimits& limits) {
+  GrantCgroups g;
+  RemoveOnFailure guard;
+  bool memory_v2 = limits.memory_bytes && plan.v2_controllers.contains("memory");
+  bool pids_v2 = limits.pids && plan.v2_controllers.contains("pids");
+
+  if (limits.tree || memory_v2 || pids_v2) {
+    if (plan.v2_parent.empty()) return sys::Fail("no cgroup v2 parent: " + plan.v2_problem, ENOENT);
+    CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v2_parent, name));
+    g.v2_ = std::move(dir);
+    guard.dirs.push_back(&*g.v2_);
+  }
+  if (memory_v2) {
+    g.memory_in_v2_ = true;
+    CORDON_RETURN_IF_ERROR(g.v2_->Write("memory.max", std::to_string(*limits.memory_bytes)));
+    // Without this the limit could be met by swapping instead of an OOM kill.
+    if (g.v2_->Has("memory.swap.max")) CORDON_RETURN_IF_ERROR(g.v2_->Write("memory.swap.max", "0"));
+  } else if (limits.memory_bytes) {
+    if (plan.v1_memory_parent.empty()) {
+      return sys::Fail("no memory cgroup: " + plan.v1_memory_problem, ENOENT);
+    }
+    CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v1_memory_parent, name));
+    g.memory_ = std::move(dir);
+    guard.dirs.push_back(&*g.memory_);
+    std::string bytes = std::to_string(*limits.memory_bytes);
+    CORDON_RETURN_IF_ERROR(g.memory_->Write("memory.limit_in_bytes", bytes));
+    // memsw bounds memory+swap; it must be set after limit_in_bytes.
+    if (g.memory_->Has("memory.memsw.limit_in_bytes")) {
+      CORDON_RETURN_IF_ERROR(g.memory_->Write("memory.memsw.limit_in_bytes", bytes));
+    }
+  }
+  if (pids_v2) {
+    CORDON_RETURN_IF_ERROR(g.v2_->Write("pids.max", std::to_string(*limits.pids)));
+  } else if (limits.pids) {
+    if (plan.v1_pids_parent.empty()) {
+      return sys::Fail("no pids cgroup: " + plan.v1_pids_problem, ENOENT);
+    }
+    CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v1_pids_parent, name));
+    g.pids_ = std::move(dir);
+    guard.dirs.push_back(&*g.pids_);
+    CORDON_RETURN_IF_ERROR(g.pids_->Write("pids.max", std::to_string(*limits.pids)));
+  }
+  CORDON_RETURN_IF_ERROR(g.OpenJoinFds());
+  guard.armed = false;
+  return g;
+}
+
+sys::Result<void> GrantCgroups::OpenJoinFds() {
+  for (const auto* dir : {&memory_, &pids_}) {
+    if (!*dir) continue;
+    CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenAt((*dir)->fd(), "cgroup.procs", O_WRONLY));
+    join_fds_.push_back(std::move(fd));
+  }
+  return {};
+}
+
+GrantCgroups GrantCgroups::Reopen(const CgroupPaths& paths) {
+  GrantCgroups g;
+  auto open = [](const std::string& path) -> std::optional<CgroupDir> {
+    if (path.empty()) return std::nullopt;
+    auto dir = CgroupDir::Open(path);
+    if (!dir) return std::nullopt;
+    return std::move(*dir);
+  };
+  g.v2_ = open(paths.v2);
+  g.memory_ = open(paths.memory);
+  g.pids_ = open(paths.pids);
+  g.memory_in_v2_ = g.v2_ && g.v2_->Has("memory.events");
+  return g;
+}
+
+CgroupPaths GrantCgroups::paths() const {
+  return CgroupPaths{v2_ ? v2_->path() : "", memory_ ? memory_->path() : "",
+                     pids_ ? pids_->path() : ""};
+}
+
+sys::Result<std::optional<uint64_t>> GrantCgroups::OomKills() const {
+  if (memory_in_v2_ && v2_) return v2_->ReadKey("memory.events", "oom_kill");
+  if (memory_) return memory_->ReadKey("memory.oom_control", "oom_kill");
+  return std::nullopt;
+}
+
+std::optional<CpuUsage> GrantCgroups::Cpu() const {
+  if (!v2_) return std::nullopt;
+  auto user = v2_->ReadKey("cpu.stat", "user_usec");
+  auto system = v2_->ReadKey("cpu.stat", "system_usec");
+  if (!user || !system || !*user || !*system) return std::nullopt;
+  return CpuUsage{**user, **system};
+}
+
+sys::Result<void> GrantCgroups::Remove() {
+  join_fds_.clear();
+  std::optional<sys::Error> first;
+  for (auto* dir : {&v2_, &memory_, &pids_}) {
+    if (!*dir) continue;
+    if (auto removed = (*dir)->Remove(); !removed && !first) first = removed.error();
+  }
+  if (first) return std::unexpected(*first);
+  v2_.reset();
+  memory_.reset();
+  pids_.reset();
+  return {};
+}
+
+}  // namespace cordon::contain

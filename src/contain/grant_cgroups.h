@@ -1,0 +1,79 @@
+// The cgroups of one grant: a v2 group that holds the whole tree (and, on a
+// pure v2 host, its limits), and v1 memory/pids groups where the limits have
+// to come from cgroup v1 (hybrid hosts).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "contain/cgroup_dir.h"
+#include "contain/cgroup_plan.h"
+
+namespace cordon::contain {
+
+struct CgroupLimits {
+  bool tree = false;  // a v2 group for membership and cgroup.kill
+  std::optional<int64_t> memory_bytes;
+  std::optional<int64_t> pids;
+};
+
+// Where each of a grant's groups is, as recorded in the store.
+struct CgroupPaths {
+  std::string v2;
+  std::string memory;  // v1
+  std::string pids;    // v1
+  bool empty() const { return v2.empty() && memory.empty() && pids.empty(); }
+};
+
+struct CpuUsage {
+  uint64_t user_us = 0;
+  uint64_t system_us = 0;
+};
+
+class GrantCgroups final {
+ public:
+  // Creates the groups named `name` under the plan's parents and applies the
+  // limits. On failure, whatever was created is removed again.
+  static sys::Result<GrantCgroups> Create(const CgroupPlan& plan, const std::string& name,
+                                          const CgroupLimits& limits);
+  // Reopens the groups of a grant found in the store (reap); those that no
+  // longer exist are skipped.
+  static GrantCgroups Reopen(const CgroupPaths& paths);
+
+  GrantCgroups(GrantCgroups&&) noexcept = default;
+  GrantCgroups& operator=(GrantCgroups&&) noexcept = default;
+
+  CgroupPaths paths() const;
+  const CgroupDir* v2() const { return v2_ ? &*v2_ : nullptr; }
+  // A v1 group that holds the whole tree (memory or pids), if any.
+  const CgroupDir* v1() const { return memory_ ? &*memory_ : pids_ ? &*pids_ : nullptr; }
+
+  // For clone3(CLONE_INTO_CGROUP): the v2 group's directory fd, or -1.
+  int clone_into_fd() const { return v2_ ? v2_->fd() : -1; }
+  // cgroup.procs of each v1 group, opened for writing: the child writes "0"
+  // into each before anything else, so it and all it forks are accounted.
+  const std::vector<sys::UniqueFd>& join_fds() const { return join_fds_; }
+
+  // OOM kills recorded by the memory controller (memory.events or
+  // memory.oom_control); empty when no group limits memory.
+  sys::Result<std::optional<uint64_t>> OomKills() const;
+  // CPU time of everything that ran in the v2 group (cpu.stat), if any.
+  std::optional<CpuUsage> Cpu() const;
+
+  // Removes every group. Call only after death was verified.
+  sys::Result<void> Remove();
+
+ private:
+  GrantCgroups() = default;
+  sys::Result<void> OpenJoinFds();
+
+  std::optional<CgroupDir> v2_;
+  std::optional<CgroupDir> memory_;
+  std::optional<CgroupDir> pids_;
+  bool memory_in_v2_ = false;
+  std::vector<sys::UniqueFd> join_fds_;
+};
+
+}  // namespace cordon::contain

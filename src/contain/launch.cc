@@ -1,0 +1,317 @@
+#include "contain/launch.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace cordon::contain {
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+struct SetupRecord {
+  int32_t step;
+  int32_t err;
+};
+
+// Everything the child reads, as plain pointers and descriptors. Built in
+// the parent; the child only reads it.
+struct ChildPlan {
+  int error_fd;
+  const int* join_fds;
+  size_t join_count;
+  const RlimitSetting* rlimits;
+  size_t rlimit_count;
+  int stdin_fd;
+  int stdout_fd;
+  int stderr_fd;
+  int workspace_fd;  // -1: stay in the caller's directory
+  const char* const* candidates;
+  char* const* argv;
+  char* const* envp;
+};
+
+// --- Child side: async-signal-safe only. ---
+
+[[noreturn]] void Report(const ChildPlan& p, SetupStep step, int err) {
+  SetupRecord record{static_cast<int32_t>(step), err};
+  // Nothing to do if this fails: the parent then sees exit 127 without a record.
+  (void)!::write(p.error_fd, &record, sizeof record);
+  ::_exit(127);
+}
+
+int JoinCgroups(const ChildPlan& p) {
+  for (size_t i = 0; i < p.join_count; ++i) {
+    if (::write(p.join_fds[i], "0", 1) != 1) return errno;
+  }
+  return 0;
+}
+
+int ResetSignals() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    ::sigaction(sig, &dfl, nullptr);  // EINVAL for libc-internal signals is fine
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  return ::sigprocmask(SIG_SETMASK, &none, nullptr) == 0 ? 0 : errno;
+}
+
+int NewSession() { return ::setsid() >= 0 ? 0 : errno; }
+
+int ApplyRlimits(const ChildPlan& p) {
+  for (size_t i = 0; i < p.rlimit_count; ++i) {
+    struct rlimit rl = {p.rlimits[i].soft, p.rlimits[i].hard};
+    if (::setrlimit(p.rlimits[i].resource, &rl) != 0) return errno;
+  }
+  return 0;
+}
+
+int SetupStdio(const ChildPlan& p) {
+  // The parent made sure these are all >= 3, so no dup2 clobbers another.
+  const int fds[3] = {p.stdin_fd, p.stdout_fd, p.stderr_fd};
+  for (int target = 0; target < 3; ++target) {
+    if (::dup2(fds[target], target) < 0) return errno;
+  }
+  return 0;
+}
+
+int EnterWorkspace(const ChildPlan& p) {
+  if (p.workspace_fd < 0) return 0;
+  return ::fchdir(p.workspace_fd) == 0 ? 0 : errno;
+}
+
+int CloseInheritedFds() {
+  // Mark, not close: the error pipe must stay open until execve succeeds.
+  return ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0 ? 0 : errno;
+}
+
+int Exec(const ChildPlan& p) {
+  int err = ENOENT;
+  bool denied = false;
+  for (const char* const* c = p.candidates; *c != nullptr; ++c) {
+    ::execve(*c, p.argv, p.envp);
+    err = errno;
+    if (err == EACCES) {
+      denied = true;
+    } else if (err != ENOENT && err != ENOTDIR && err != ENAMETOOLONG && err != ELOOP) {
+      return err;  // found but cannot run it: stop searching, as execvp does
+    }
+  }
+  return denied ? EACCES : err;
+}
+
+[[noreturn]] void ChildMain(const ChildPlan& p) {
+#define CORDON_STEP(step, call)                              \
+  do {                                                       \
+    if (int err_ = (call); err_ != 0) Report(p, step, err_); \
+  } while (0)
+  CORDON_STEP(SetupStep::kCgroup, JoinCgroups(p));
+  CORDON_STEP(SetupStep::kSignals, ResetSignals());
+  CORDON_STEP(SetupStep::kSession, NewSession());
+  CORDON_STEP(SetupStep::kRlimits, ApplyRlimits(p));
+  CORDON_STEP(SetupStep::kStdio, SetupStdio(p));
+  CORDON_STEP(SetupStep::kWorkspace, EnterWorkspace(p));
+  CORDON_STEP(SetupStep::kCloseFds, CloseInheritedFds());
+  Report(p, SetupStep::kExec, Exec(p));  // returns only on failure
+#undef CORDON_STEP
+}
+
+// --- Parent side. ---
+
+// Moves `fd` to a number >= 3 so the child's dup2 onto 0..2 cannot clobber
+// another of its descriptors (the supervisor may run with 0..2 closed).
+sys::Result<void> LiftAbove2(sys::UniqueFd& fd) {
+  if (fd.get() > 2) return {};
+  int lifted = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+  if (lifted < 0) return sys::FailErrno("fcntl(F_DUPFD_CLOEXEC)");
+  fd.reset(lifted);
+  return {};
+}
+
+sys::Result<sys::UniqueFd> StdinFd(const std::optional<std::string>& bytes) {
+  if (!bytes) return sys::Open("/dev/null", O_RDONLY);
+  // A sealed memfd: the child reads it to EOF with no pump needed.
+  int fd = ::memfd_create("cordon-stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return sys::FailErrno("memfd_create");
+  sys::UniqueFd memfd(fd);
+  CORDON_RETURN_IF_ERROR(sys::WriteAll(fd, *bytes));
+  if (::lseek(fd, 0, SEEK_SET) != 0) return sys::FailErrno("lseek(stdin memfd)");
+  (void)::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  return memfd;
+}
+
+// Blocks every signal for the duration of clone3, so that no handler of the
+// supervisor runs in the child before it resets dispositions.
+class SignalBlock final {
+ public:
+  SignalBlock() {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &saved_);
+  }
+  ~SignalBlock() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SignalBlock(const SignalBlock&) = delete;
+  SignalBlock& operator=(const SignalBlock&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+}  // namespace
+
+std::string_view SetupStepName(SetupStep step) {
+  switch (step) {
+    case SetupStep::kCgroup:
+      return "cgroup";
+    case SetupStep::kSignals:
+      return "signals";
+    case SetupStep::kSession:
+      return "session";
+    case SetupStep::kRlimits:
+      return "rlimits";
+    case SetupStep::kStdio:
+      return "stdio";
+    case SetupStep::kWorkspace:
+      return "workspace";
+    case SetupStep::kCloseFds:
+      return "close_fds";
+    case SetupStep::kExec:
+      return "exec";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> ExecCandidates(const std::string& program,
+                                        const std::optional<std::string>& path_var) {
+  if (program.find('/') != std::string::npos) return {program};
+  std::string path = path_var.value_or(kDefaultPath);
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    // An empty entry means the working directory, as in POSIX.
+    out.push_back(dir.empty() ? program : dir + "/" + program);
+    start = end + 1;
+  }
+  return out;
+}
+
+sys::Result<Launched> Launch(const LaunchRequest& request) {
+  // Everything the child needs, allocated now.
+  std::optional<std::string> path_var;
+  for (const auto& entry : request.env) {
+    if (entry.starts_with("PATH=")) path_var = entry.substr(5);
+  }
+  std::vector<std::string> candidates = ExecCandidates(request.argv.at(0), path_var);
+  std::vector<const char*> candidate_ptrs;
+  for (const auto& c : candidates) candidate_ptrs.push_back(c.c_str());
+  candidate_ptrs.push_back(nullptr);
+  std::vector<char*> argv;
+  for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  CORDON_ASSIGN_OR_RETURN(sys::PipeFds out, sys::MakePipe());
+  CORDON_ASSIGN_OR_RETURN(sys::PipeFds err, sys::MakePipe());
+  CORDON_ASSIGN_OR_RETURN(sys::PipeFds setup, sys::MakePipe());
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd in, StdinFd(request.stdin_bytes));
+  sys::UniqueFd workspace;
+  if (request.workspace) {
+    CORDON_ASSIGN_OR_RETURN(workspace, sys::Open(*request.workspace, O_PATH | O_DIRECTORY));
+  }
+  for (sys::UniqueFd* fd : {&out.write, &err.write, &in, &setup.write}) {
+    CORDON_RETURN_IF_ERROR(LiftAbove2(*fd));
+  }
+
+  std::vector<int> join_fds;
+  int cgroup_fd = -1;
+  if (request.cgroups != nullptr) {
+    for (const auto& fd : request.cgroups->join_fds()) join_fds.push_back(fd.get());
+    cgroup_fd = request.cgroups->clone_into_fd();
+  }
+  const ChildPlan plan{
+      .error_fd = setup.write.get(),
+      .join_fds = join_fds.data(),
+      .join_count = join_fds.size(),
+      .rlimits = request.rlimits.data(),
+      .rlimit_count = request.rlimits.size(),
+      .stdin_fd = in.get(),
+      .stdout_fd = out.write.get(),
+      .stderr_fd = err.write.get(),
+      .workspace_fd = workspace ? workspace.get() : -1,
+      .candidates = candidate_ptrs.data(),
+      .argv = argv.data(),
+      .envp = envp.data(),
+  };
+
+  int pidfd = -1;
+  struct clone_args args {};
+  args.flags = CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = cgroup_fd >= 0 ? static_cast<uint64_t>(cgroup_fd) : 0;
+
+  long pid;
+  {
+    SignalBlock block;
+    pid = ::syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) ChildMain(plan);
+  }
+  if (pid < 0) {
+    return sys::FailErrno(std::string("clone3(CLONE_PIDFD") +
+                          (cgroup_fd >= 0 ? " | CLONE_INTO_CGROUP" : "") + ")");
+  }
+  auto started = std::chrono::steady_clock::now();
+
+  Launched launched;
+  launched.pidfd = sys::PidFd(sys::UniqueFd(pidfd), static_cast<pid_t>(pid));
+  launched.pgid = static_cast<pid_t>(pid);  // setsid made it a group leader
+  launched.started = started;
+  // The child's ends belong to it now.
+  out.write.reset();
+  err.write.reset();
+  setup.write.reset();
+  in.reset();
+
+  auto finish = [&]() -> sys::Result<void> {
+    // EOF means execve succeeded (the pipe is close-on-exec); a record
+    // means a step failed. Child setup is short and cannot block on us.
+    SetupRecord record{};
+    CORDON_ASSIGN_OR_RETURN(std::string report, sys::ReadAll(setup.read.get(), sizeof record));
+    if (report.size() == sizeof record) {
+      std::memcpy(&record, report.data(), sizeof record);
+      launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err};
+    }
+    // The child is ours and unreaped, so its pid cannot be recycled yet.
+    CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
+    CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(out.read.get()));
+    CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(err.read.get()));
+    return {};
+  };
+  if (auto done = finish(); !done) {
+    // Do not leave a child nobody supervises: kill and reap it.
+    (void)launched.pidfd.SendSignal(SIGKILL);
+    (void)launched.pidfd.Reap();
+    return std::unexpected(done.error());
+  }
+  launched.stdout_read = std::move(out.read);
+  launched.stderr_read = std::move(err.read);
+  return launched;
+}
+
+}  // namespace cordon::contain

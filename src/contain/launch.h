@@ -1,0 +1,77 @@
+// Starting a grant's main process: clone3(CLONE_PIDFD | CLONE_INTO_CGROUP)
+// and a fixed, ordered child setup that ends in execve. The child side
+// never allocates or throws: everything it needs is prepared here first.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "contain/grant_cgroups.h"
+#include "proc/identity.h"
+#include "sys/pidfd.h"
+
+namespace cordon::contain {
+
+// The child's setup checklist, in order. A failure is reported to the
+// parent as {step, errno} and the child exits 127.
+enum class SetupStep : int32_t {
+  kCgroup = 1,  // join the v1 groups (the v2 group was entered by clone3)
+  kSignals,     // default dispositions, empty mask
+  kSession,     // setsid: its own session and process group
+  kRlimits,
+  kStdio,
+  kWorkspace,  // fchdir
+  kCloseFds,   // close_range: nothing of the supervisor's leaks in
+  kExec,
+};
+
+std::string_view SetupStepName(SetupStep step);
+
+struct SetupError {
+  SetupStep step;
+  int err;  // errno
+};
+
+struct RlimitSetting {
+  int resource;  // RLIMIT_*
+  rlim_t soft;
+  rlim_t hard;
+};
+
+struct LaunchRequest {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "NAME=value", exactly the child's environment
+  std::optional<std::string> workspace;
+  std::optional<std::string> stdin_bytes;  // none: /dev/null
+  std::vector<RlimitSetting> rlimits;
+  const GrantCgroups* cgroups = nullptr;
+};
+
+struct Launched {
+  sys::PidFd pidfd;
+  proc::Identity identity;
+  pid_t pgid = 0;
+  sys::UniqueFd stdout_read;  // non-blocking
+  sys::UniqueFd stderr_read;  // non-blocking
+  // Set when the child failed before execve; it has exited (unreaped).
+  std::optional<SetupError> setup_error;
+  std::chrono::steady_clock::time_point started;
+};
+
+// Fails only for the supervisor's own errors (pipes, clone3); a failure in
+// the child is a Launched with setup_error.
+sys::Result<Launched> Launch(const LaunchRequest& request);
+
+// The paths execve tries for `program`: itself when it contains '/', else
+// each directory of `path_var` (POSIX default when unset) joined with it.
+std::vector<std::string> ExecCandidates(const std::string& program,
+                                        const std::optional<std::string>& path_var);
+
+}  // namespace cordon::contain

@@ -1,0 +1,140 @@
+#include "contain/probe.h"
+
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace cordon::contain {
+namespace {
+
+constexpr const char* kCgroupFix =
+    "run as root, or inside a cgroup delegated to this user, or name a writable one with "
+    "--cgroup-root";
+
+CapabilityStatus Enforced(Capability c, std::string mechanism) {
+  return CapabilityStatus{c, true, std::move(mechanism), "", ""};
+}
+
+CapabilityStatus Unavailable(Capability c, std::string fallback, std::string reason,
+                             std::string fix) {
+  return CapabilityStatus{c, false, std::move(fallback), std::move(reason), std::move(fix)};
+}
+
+CapabilityStatus LimitStatus(Capability c, const CgroupPlan& plan, const std::string& controller,
+                             const std::string& v1_parent, const std::string& v1_problem) {
+  if (plan.v2_controllers.contains(controller)) return Enforced(c, "cgroup2 " + controller);
+  if (!v1_parent.empty()) return Enforced(c, "cgroup1 " + controller);
+  std::string reason = "no writable " + controller + " cgroup: " +
+                       (plan.v2_problem.empty() ? "cgroup v2 groups under " + plan.v2_parent +
+                                                      " have no " + controller + " controller"
+                                                : plan.v2_problem);
+  if (!v1_problem.empty()) reason += "; " + v1_problem;
+  return Unavailable(c, "", reason, kCgroupFix);
+}
+
+}  // namespace
+
+const CapabilityStatus& Probe::Status(Capability c) const {
+  for (const auto& s : capabilities) {
+    if (s.capability == c) return s;
+  }
+  // Every capability has a status: ResolveCapabilities fills all of them.
+  std::abort();
+}
+
+bool NprocLimitEffective() {
+  if (::getuid() == 0 || ::geteuid() == 0) return false;
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  auto has = [&](int cap) { return (data[cap / 32].effective & (1u << (cap % 32))) != 0; };
+  return !has(CAP_SYS_ADMIN) && !has(CAP_SYS_RESOURCE);
+}
+
+std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective) {
+  std::vector<CapabilityStatus> out;
+  for (Capability c : kAllCapabilities) {
+    switch (c) {
+      case Capability::kProcessTree:
+        if (!plan.v2_parent.empty()) {
+          out.push_back(Enforced(c, "cgroup2"));
+        } else {
+          out.push_back(
+              Unavailable(c, "process_group",
+                          "no usable cgroup v2 group (" + plan.v2_problem +
+                              "); a process group does not hold descendants that call setsid()",
+                          kCgroupFix));
+        }
+        break;
+      case Capability::kWallClock:
+      case Capability::kOutputCap:
+        out.push_back(Enforced(c, "supervisor"));
+        break;
+      case Capability::kMemory:
+        out.push_back(
+            LimitStatus(c, plan, "memory", plan.v1_memory_parent, plan.v1_memory_problem));
+        break;
+      case Capability::kProcessCount: {
+        CapabilityStatus s =
+            LimitStatus(c, plan, "pids", plan.v1_pids_parent, plan.v1_pids_problem);
+        if (!s.enforceable && nproc_effective) {
+          s = Enforced(c, "rlimit");
+        } else if (!s.enforceable) {
+          s.reason += "; RLIMIT_NPROC is not enforced for root or with CAP_SYS_RESOURCE";
+        }
+        out.push_back(std::move(s));
+        break;
+      }
+      case Capability::kAddressSpace:
+      case Capability::kCpuTime:
+      case Capability::kFileSize:
+      case Capability::kOpenFiles:
+        out.push_back(Enforced(c, "rlimit"));
+        break;
+    }
+  }
+  return out;
+}
+
+nlohmann::json ToJson(const Probe& probe) {
+  using nlohmann::json;
+  auto opt = [](const std::string& s) { return s.empty() ? json() : json(s); };
+  json caps = json::array();
+  for (const auto& s : probe.capabilities) {
+    caps.push_back({{"capability", CapabilityName(s.capability)},
+                    {"enforceable", s.enforceable},
+                    {"mechanism", opt(s.mechanism)},
+                    {"reason", opt(s.reason)},
+                    {"fix", opt(s.fix)}});
+  }
+  const CgroupPlan& c = probe.cgroups;
+  json cgroups = {
+      {"v2_parent", opt(c.v2_parent)},
+      {"v2_controllers", c.v2_controllers},
+      {"v1_memory_parent", opt(c.v1_memory_parent)},
+      {"v1_pids_parent", opt(c.v1_pids_parent)},
+      {"problems",
+       {{"v2", opt(c.v2_problem)},
+        {"v1_memory", opt(c.v1_memory_problem)},
+        {"v1_pids", opt(c.v1_pids_problem)}}},
+      {"notes", c.notes},
+  };
+  return {{"euid", probe.euid}, {"capabilities", caps}, {"cgroups", cgroups}};
+}
+
+sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
+  Probe probe;
+  probe.euid = ::geteuid();
+  auto layout = DiscoverCgroupLayout();
+  if (layout) {
+    probe.cgroups = PlanCgroups(*layout, options.cgroups);
+  } else {
+    probe.cgroups.v2_problem = "cannot read the cgroup layout: " + layout.error().message();
+    probe.cgroups.v1_memory_problem = probe.cgroups.v2_problem;
+    probe.cgroups.v1_pids_problem = probe.cgroups.v2_problem;
+  }
+  probe.capabilities = ResolveCapabilities(probe.cgroups, NprocLimitEffective());
+  return probe;
+}
+
+}  // namespace cordon::contain

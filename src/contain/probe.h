@@ -1,0 +1,55 @@
+// What this host can enforce for this caller, per capability, and by which
+// mechanism; when it cannot, why and what would fix it. Every claim rests
+// on something observed (a group created, a control file present), never on
+// the kernel version alone.
+#pragma once
+
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "contain/capability.h"
+#include "contain/cgroup_plan.h"
+
+namespace cordon::contain {
+
+struct CapabilityStatus {
+  Capability capability;
+  bool enforceable = false;
+  // The mechanism: the one that enforces it, or when not enforceable the
+  // weaker one used instead ("process_group"), or "" when there is none.
+  std::string mechanism;
+  std::string reason;  // why it cannot be enforced
+  std::string fix;     // what would make it enforceable
+};
+
+struct Probe {
+  uid_t euid = 0;
+  CgroupPlan cgroups;
+  std::vector<CapabilityStatus> capabilities;  // one per Capability, in kAllCapabilities order
+
+  const CapabilityStatus& Status(Capability c) const;
+};
+
+struct ProbeOptions {
+  PlanOptions cgroups;
+};
+
+// Observes this host: cgroup hierarchies (preparing cordon's parent groups),
+// privileges, and what follows for each capability.
+sys::Result<Probe> ProbeHost(const ProbeOptions& options);
+
+// {"euid", "capabilities": [{capability, enforceable, mechanism, reason, fix}],
+//  "cgroups": {...}}: what `cordon probe --json` and GET /v1/probe show.
+nlohmann::json ToJson(const Probe& probe);
+
+// Pure: the capability table that follows from a cgroup plan and privileges.
+std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective);
+
+// Whether RLIMIT_NPROC binds a child with this process's credentials: it is
+// not enforced for uid 0 nor with CAP_SYS_ADMIN or CAP_SYS_RESOURCE.
+bool NprocLimitEffective();
+
+}  // namespace cordon::contain

@@ -1,0 +1,175 @@
+#include "contain/teardown.h"
+
+#include <signal.h>
+
+#include <algorithm>
+
+namespace cordon::contain {
+
+nlohmann::json ToJson(const Release& r) {
+  return {{"dead", r.dead},
+          {"escalated", r.escalated},
+          {"survivors", r.survivors},
+          {"method", r.method},
+          {"teardown_us", r.duration.count()},
+          {"problem", r.problem.empty() ? nlohmann::json() : nlohmann::json(r.problem)}};
+}
+
+sys::Result<std::unique_ptr<Teardown>> Teardown::Create(sys::Reactor& reactor, const Tree& tree,
+                                                        Signaller& signaller,
+                                                        TeardownOptions options) {
+  CORDON_ASSIGN_OR_RETURN(sys::TimerFd timer, sys::TimerFd::Create());
+  return std::unique_ptr<Teardown>(
+      new Teardown(reactor, tree, signaller, options, std::move(timer)));
+}
+
+Teardown::Teardown(sys::Reactor& reactor, const Tree& tree, Signaller& signaller,
+                   TeardownOptions options, sys::TimerFd timer)
+    : reactor_(reactor),
+      tree_(tree),
+      signaller_(signaller),
+      options_(options),
+      timer_(std::move(timer)) {}
+
+Teardown::~Teardown() { UnwatchAll(); }
+
+void Teardown::UnwatchAll() {
+  for (auto& [pid, fd] : watched_) reactor_.Unwatch(fd.fd());
+  watched_.clear();
+  reactor_.Unwatch(timer_.fd());
+}
+
+void Teardown::Start(TeardownMode mode, Done done) {
+  done_ = std::move(done);
+  started_ = std::chrono::steady_clock::now();
+  release_.method = std::string(tree_.method());
+  if (auto watched = reactor_.Watch(timer_.fd(), [this] { OnTimer(); }); !watched) {
+    release_.problem = watched.error().message();
+    Finish(false, {});
+    return;
+  }
+  if (mode == TeardownMode::kGraceful && options_.grace.count() > 0) {
+    phase_ = Phase::kTerm;
+    SignalRound(SIGTERM);
+    (void)timer_.Arm(options_.grace);
+  } else {
+    Escalate();
+  }
+  Check();
+}
+
+// Pins the members not yet watched with pidfds, confirms they are still
+// members *after* pinning (so a recycled pid is never signalled), sends
+// `sig` to those not yet signalled in this phase (0: none), and watches them.
+void Teardown::SignalRound(int sig) {
+  auto members = tree_.Members();
+  if (!members) {
+    release_.problem = members.error().message();
+    return;
+  }
+  std::map<pid_t, sys::PidFd> pinned;
+  for (pid_t pid : *members) {
+    if (watched_.contains(pid)) continue;
+    if (watched_.size() + pinned.size() >= kMaxWatched && (sig == 0 || signalled_.contains(pid))) {
+      continue;  // nothing to send and no room to watch: a later round
+    }
+    if (auto fd = sys::PidFd::Open(pid)) pinned.emplace(pid, std::move(*fd));
+  }
+  if (pinned.empty()) return;
+  auto confirmed = tree_.Members();
+  if (!confirmed) {
+    release_.problem = confirmed.error().message();
+    return;
+  }
+  for (auto& [pid, fd] : pinned) {
+    if (std::find(confirmed->begin(), confirmed->end(), pid) == confirmed->end()) continue;
+    if (sig != 0 && !signalled_.contains(pid)) {
+      (void)signaller_.Signal(fd, sig);  // ESRCH: it exited meanwhile
+      signalled_.insert(pid);
+    }
+    if (watched_.size() >= kMaxWatched) continue;
+    int raw = fd.fd();
+    if (!reactor_.Watch(raw, [this, pid] { OnExit(pid); })) continue;
+    watched_.emplace(pid, std::move(fd));
+  }
+}
+
+void Teardown::Escalate() {
+  auto members = tree_.Members();
+  release_.escalated = phase_ == Phase::kTerm && members && !members->empty();
+  phase_ = Phase::kKill;
+  signalled_.clear();
+  auto all = tree_.KillAll(signaller_);
+  kills_all_ = all && *all;
+  if (!all) release_.problem = all.error().message();
+  SignalRound(kills_all_ ? 0 : SIGKILL);
+  (void)timer_.Arm(options_.verify_timeout);
+}
+
+void Teardown::OnExit(pid_t pid) {
+  auto it = watched_.find(pid);
+  if (it == watched_.end()) return;
+  reactor_.Unwatch(it->second.fd());
+  watched_.erase(it);
+  Check();
+}
+
+void Teardown::OnTimer() {
+  timer_.Consume();
+  if (phase_ == Phase::kTerm) {
+    Escalate();
+    Check();
+    return;
+  }
+  if (phase_ == Phase::kKill) {
+    auto members = tree_.Members();
+    if (!members) {
+      release_.problem = members.error().message();
+      Finish(false, {});
+      return;
+    }
+    if (!members->empty() && release_.problem.empty()) {
+      release_.problem = "processes still alive " +
+                         std::to_string(options_.verify_timeout.count()) + " ms after SIGKILL";
+    }
+    Finish(members->empty(), *members);
+  }
+}
+
+// Called whenever no pinned member is left: look again.
+void Teardown::Check() {
+  // A few rounds catch members that forked while the others were dying;
+  // beyond that the timer decides.
+  for (int round = 0; round < 4 && watched_.empty() && phase_ != Phase::kDone; ++round) {
+    auto members = tree_.Members();
+    if (!members) {
+      release_.problem = members.error().message();
+      return;  // the timer will finish it
+    }
+    if (members->empty()) {
+      Finish(true, {});
+      return;
+    }
+    if (phase_ == Phase::kTerm) {
+      SignalRound(SIGTERM);
+    } else {
+      if (kills_all_) (void)tree_.KillAll(signaller_);
+      SignalRound(kills_all_ ? 0 : SIGKILL);
+    }
+  }
+}
+
+void Teardown::Finish(bool dead, std::vector<pid_t> survivors) {
+  phase_ = Phase::kDone;
+  UnwatchAll();
+  (void)timer_.Disarm();
+  release_.dead = dead;
+  if (dead) release_.problem.clear();
+  release_.survivors = std::move(survivors);
+  release_.duration = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - started_);
+  Done done = std::move(done_);
+  done(release_);  // last: it may start the next step of the caller
+}
+
+}  // namespace cordon::contain

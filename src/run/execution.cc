@@ -1,0 +1,279 @@
+#include "run/execution.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace cordon::run {
+namespace {
+
+using contain::Capability;
+
+std::vector<contain::RlimitSetting> Rlimits(const contain::Spec& spec,
+                                            const contain::Grant& grant) {
+  std::vector<contain::RlimitSetting> out;
+  const contain::Limits& l = spec.limits;
+  auto put = [&](int resource, int64_t soft, int64_t hard) {
+    out.push_back({resource, static_cast<rlim_t>(soft), static_cast<rlim_t>(hard)});
+  };
+  if (l.address_space_bytes) put(RLIMIT_AS, *l.address_space_bytes, *l.address_space_bytes);
+  // SIGXCPU at the limit, SIGKILL a second later for a process that ignores it.
+  if (l.cpu_seconds) put(RLIMIT_CPU, *l.cpu_seconds, *l.cpu_seconds + 1);
+  if (l.file_size_bytes) put(RLIMIT_FSIZE, *l.file_size_bytes, *l.file_size_bytes);
+  if (l.open_files) put(RLIMIT_NOFILE, *l.open_files, *l.open_files);
+  if (l.pids && grant.Mechanism(Capability::kProcessCount) == "rlimit") {
+    put(RLIMIT_NPROC, *l.pids, *l.pids);
+  }
+  return out;
+}
+
+int64_t Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+int64_t TimevalMs(const struct timeval& tv) { return tv.tv_sec * 1000 + tv.tv_usec / 1000; }
+
+}  // namespace
+
+sys::Result<std::unique_ptr<Execution>> Execution::Start(sys::Reactor& reactor, store::Store& store,
+                                                         contain::Signaller& signaller,
+                                                         contain::Grant grant,
+                                                         const contain::Spec& spec,
+                                                         ExecutionOptions options, Done done) {
+  std::unique_ptr<Execution> e(new Execution(reactor, store, signaller, std::move(grant), spec,
+                                             std::move(options), std::move(done)));
+  CORDON_RETURN_IF_ERROR(e->Begin(spec));
+  return e;
+}
+
+Execution::Execution(sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
+                     contain::Grant grant, const contain::Spec& spec, ExecutionOptions options,
+                     Done done)
+    : reactor_(reactor),
+      store_(store),
+      signaller_(signaller),
+      grant_(std::move(grant)),
+      grace_(spec.limits.grace_ms),
+      options_(std::move(options)),
+      done_(std::move(done)),
+      out_{{}, Capture(static_cast<size_t>(spec.limits.output_limit_bytes)), StreamId::kStdout},
+      err_{{}, Capture(static_cast<size_t>(spec.limits.output_limit_bytes)), StreamId::kStderr} {
+  if (spec.limits.timeout_ms) timeout_ = std::chrono::milliseconds(*spec.limits.timeout_ms);
+  result_.grant =
+      GrantSummary{grant_.id, grant_.owner, grant_.enforced, grant_.degraded, grant_.mechanisms};
+}
+
+Execution::~Execution() {
+  for (Pipe* p : {&out_, &err_}) {
+    if (p->fd) reactor_.Unwatch(p->fd.get());
+  }
+  if (watching_child_) reactor_.Unwatch(child_.pidfd.fd());
+  if (deadline_) reactor_.Unwatch(deadline_->fd());
+}
+
+sys::Result<void> Execution::Begin(const contain::Spec& spec) {
+  contain::LaunchRequest request;
+  request.argv = spec.Command();
+  for (const auto& [name, value] : spec.env) request.env.push_back(name + "=" + value);
+  if (spec.workspace) request.workspace = spec.workspace->string();
+  request.stdin_bytes = spec.stdin_bytes;
+  request.rlimits = Rlimits(spec, grant_);
+  request.cgroups = grant_.cgroups ? &*grant_.cgroups : nullptr;
+
+  auto launched = contain::Launch(request);
+  if (!launched) {
+    // Nothing was spawned (or the one child was killed and reaped).
+    if (grant_.cgroups) (void)grant_.cgroups->Remove();
+    contain::Release nothing;
+    nothing.dead = true;
+    nothing.method = "none";
+    nothing.problem = launched.error().message();
+    (void)store_.RecordRelease(grant_.id, std::string(OutcomeName(Outcome::kSetupFailed)),
+                               contain::ToJson(nothing), true);
+    return std::unexpected(launched.error().Context("launch"));
+  }
+  child_ = std::move(*launched);
+  if (auto recorded = store_.RecordStart(grant_.id, child_.identity, child_.pgid); !recorded) {
+    result_.warnings.push_back("the grant's process could not be recorded in the store: " +
+                               recorded.error().message());
+  }
+
+  tree_ = contain::TreeFor(grant_.cgroups ? &*grant_.cgroups : nullptr, child_.pgid,
+                           child_.identity.pid, child_.identity.start_ticks);
+  CORDON_ASSIGN_OR_RETURN(
+      teardown_,
+      contain::Teardown::Create(reactor_, *tree_, signaller_,
+                                contain::TeardownOptions{grace_, options_.verify_timeout}));
+
+  out_.fd = std::move(child_.stdout_read);
+  err_.fd = std::move(child_.stderr_read);
+  for (Pipe* p : {&out_, &err_}) {
+    CORDON_RETURN_IF_ERROR(reactor_.Watch(p->fd.get(), [this, p] { OnReadable(*p); }));
+  }
+  CORDON_RETURN_IF_ERROR(reactor_.Watch(child_.pidfd.fd(), [this] { OnMainExit(); }));
+  watching_child_ = true;
+  if (timeout_) {
+    CORDON_ASSIGN_OR_RETURN(sys::TimerFd timer, sys::TimerFd::Create());
+    deadline_ = std::move(timer);
+    auto elapsed = std::chrono::steady_clock::now() - child_.started;
+    CORDON_RETURN_IF_ERROR(deadline_->Arm(*timeout_ - elapsed));
+    CORDON_RETURN_IF_ERROR(reactor_.Watch(deadline_->fd(), [this] { OnDeadline(); }));
+  }
+  return {};
+}
+
+bool Execution::ReadSome(Pipe& p, int max_reads) {
+  char buf[64 * 1024];
+  for (int i = 0; i < max_reads; ++i) {
+    ssize_t n = ::read(p.fd.get(), buf, sizeof buf);
+    if (n > 0) {
+      std::string_view kept = p.capture.Append(std::string_view(buf, static_cast<size_t>(n)));
+      if (!kept.empty() && options_.on_output) options_.on_output(p.id, kept);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && errno == EAGAIN;  // EOF or an error: the stream is over
+  }
+  return true;
+}
+
+void Execution::OnReadable(Pipe& p) {
+  // A bounded number of reads per wake-up keeps one chatty stream from
+  // starving the other and the pidfd.
+  if (ReadSome(p, 16)) return;
+  reactor_.Unwatch(p.fd.get());
+  p.fd.reset();
+  std::string_view rest = p.capture.Finish();
+  if (!rest.empty() && options_.on_output) options_.on_output(p.id, rest);
+}
+
+void Execution::OnMainExit() {
+  auto reaped = child_.pidfd.TryReap();
+  if (!reaped || !*reaped) return;  // spurious wake-up
+  exit_ = **reaped;
+  exited_at_ = std::chrono::steady_clock::now();
+  reactor_.Unwatch(child_.pidfd.fd());
+  watching_child_ = false;
+  // What the main process left behind is torn down at once: a leftover
+  // holding the pipes must not keep the run open until the deadline.
+  StartTeardown(Stop::kMainExited);
+}
+
+void Execution::OnDeadline() {
+  deadline_->Consume();
+  StartTeardown(Stop::kTimedOut);
+}
+
+void Execution::Cancel() {
+  if (!finished_) StartTeardown(Stop::kCancelled);
+}
+
+void Execution::StartTeardown(Stop reason) {
+  if (stop_ != Stop::kNone) return;
+  stop_ = reason;
+  if (deadline_) {
+    reactor_.Unwatch(deadline_->fd());
+    (void)deadline_->Disarm();
+  }
+  auto mode = reason == Stop::kMainExited ? contain::TeardownMode::kImmediate
+                                          : contain::TeardownMode::kGraceful;
+  teardown_->Start(mode, [this](const contain::Release& release) { OnReleased(release); });
+}
+
+void Execution::OnReleased(const contain::Release& release) {
+  result_.release = release;
+  if (!exit_) {
+    // Dead means the main process has exited too: reap it now.
+    if (auto reaped = child_.pidfd.TryReap(); reaped && *reaped) {
+      exit_ = **reaped;
+      exited_at_ = std::chrono::steady_clock::now();
+    }
+  }
+  if (exit_ && watching_child_) {
+    reactor_.Unwatch(child_.pidfd.fd());
+    watching_child_ = false;
+  }
+  // Take what is still in the pipes. With the tree dead every writer is
+  // gone and this ends at EOF; the bound only matters for a degraded tree
+  // whose escaped member keeps writing.
+  for (Pipe* p : {&out_, &err_}) {
+    if (!p->fd) continue;
+    ReadSome(*p, 64);
+    reactor_.Unwatch(p->fd.get());
+    p->fd.reset();
+    std::string_view rest = p->capture.Finish();
+    if (!rest.empty() && options_.on_output) options_.on_output(p->id, rest);
+  }
+  Finish();
+}
+
+void Execution::Finish() {
+  finished_ = true;
+  RunResult& r = result_;
+  r.setup_error = child_.setup_error;
+  r.timed_out = stop_ == Stop::kTimedOut;
+
+  uint64_t oom_kills = 0;
+  if (grant_.cgroups) {
+    if (auto kills = grant_.cgroups->OomKills(); kills && *kills) oom_kills = **kills;
+  }
+  r.oom_killed = oom_kills > 0;
+
+  if (exit_ && !r.setup_error) {
+    if (exit_->signaled) {
+      r.signal = exit_->status;
+    } else {
+      r.exit_code = exit_->status;
+    }
+  }
+  if (r.setup_error) {
+    r.outcome = Outcome::kSetupFailed;
+  } else if (stop_ == Stop::kCancelled) {
+    r.outcome = Outcome::kCancelled;
+  } else if (stop_ == Stop::kTimedOut) {
+    r.outcome = Outcome::kTimedOut;
+  } else if (r.oom_killed && r.signal == SIGKILL) {
+    r.outcome = Outcome::kOomKilled;
+  } else if (r.signal) {
+    r.outcome = Outcome::kSignaled;
+  } else {
+    r.outcome = Outcome::kExited;
+  }
+
+  auto end = exit_ ? exited_at_ : std::chrono::steady_clock::now();
+  r.usage.wall_ms = Ms(end - child_.started);
+  if (exit_) {
+    r.usage.cpu_user_ms = TimevalMs(exit_->usage.ru_utime);
+    r.usage.cpu_system_ms = TimevalMs(exit_->usage.ru_stime);
+    r.usage.max_rss_bytes = exit_->usage.ru_maxrss * 1024;
+  }
+  // The group's own accounting covers the whole tree, orphans included.
+  if (grant_.cgroups) {
+    if (auto cpu = grant_.cgroups->Cpu()) {
+      r.usage.cpu_user_ms = static_cast<int64_t>(cpu->user_us / 1000);
+      r.usage.cpu_system_ms = static_cast<int64_t>(cpu->system_us / 1000);
+    }
+  }
+  r.out = StreamResult{out_.capture.data(), out_.capture.truncated(), out_.capture.total_bytes()};
+  r.err = StreamResult{err_.capture.data(), err_.capture.truncated(), err_.capture.total_bytes()};
+
+  // Release: the cgroups go and the grant is `released` only after death
+  // was verified; otherwise the grant stays active, naming its survivors.
+  if (r.release.dead && grant_.cgroups) {
+    if (auto removed = grant_.cgroups->Remove(); !removed) {
+      r.warnings.push_back("cannot remove the grant's cgroup: " + removed.error().message());
+    }
+  }
+  if (auto recorded = store_.RecordRelease(grant_.id, std::string(OutcomeName(r.outcome)),
+                                           contain::ToJson(r.release), r.release.dead);
+      !recorded) {
+    r.warnings.push_back("the release could not be recorded in the store: " +
+                         recorded.error().message());
+  }
+  Done done = std::move(done_);
+  done(std::move(result_));
+}
+
+}  // namespace cordon::run

@@ -1,0 +1,99 @@
+// One execution under a grant: launch, the I/O pump, the deadline, teardown
+// and release. It is a component on a Reactor: the CLI runs it on its own
+// epoll loop, the daemon on its Asio loop; there is one pump, not two.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "contain/grant.h"
+#include "contain/launch.h"
+#include "contain/signaller.h"
+#include "contain/spec.h"
+#include "contain/teardown.h"
+#include "run/capture.h"
+#include "run/result.h"
+#include "store/store.h"
+#include "sys/reactor.h"
+#include "sys/timerfd.h"
+
+namespace cordon::run {
+
+enum class StreamId { kStdout, kStderr };
+
+struct ExecutionOptions {
+  // Receives output as it is captured (kept bytes only), for pass-through
+  // and streaming. Optional.
+  std::function<void(StreamId, std::string_view)> on_output;
+  // How long after SIGKILL death must be observed before survivors are named.
+  std::chrono::milliseconds verify_timeout{5000};
+};
+
+class Execution final {
+ public:
+  using Done = std::function<void(RunResult)>;
+
+  // Launches the grant's main process and supervises it on `reactor`.
+  // `store`, `signaller` and `reactor` must outlive the Execution. `done`
+  // runs once; it must not destroy the Execution (destroy it afterwards).
+  // On error nothing is left running: the grant is released and its
+  // cgroups removed.
+  static sys::Result<std::unique_ptr<Execution>> Start(sys::Reactor& reactor, store::Store& store,
+                                                       contain::Signaller& signaller,
+                                                       contain::Grant grant,
+                                                       const contain::Spec& spec,
+                                                       ExecutionOptions options, Done done);
+  ~Execution();
+  Execution(const Execution&) = delete;
+  Execution& operator=(const Execution&) = delete;
+
+  // Stops the run: SIGTERM, grace, SIGKILL; the outcome is `cancelled`
+  // unless the run had already ended or timed out.
+  void Cancel();
+
+ private:
+  struct Pipe {
+    sys::UniqueFd fd;
+    Capture capture;
+    StreamId id;
+  };
+  enum class Stop { kNone, kMainExited, kTimedOut, kCancelled };
+
+  Execution(sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
+            contain::Grant grant, const contain::Spec& spec, ExecutionOptions options, Done done);
+  sys::Result<void> Begin(const contain::Spec& spec);
+  void OnReadable(Pipe& pipe);
+  bool ReadSome(Pipe& pipe, int max_reads);  // false at EOF or error
+  void OnMainExit();
+  void OnDeadline();
+  void StartTeardown(Stop reason);
+  void OnReleased(const contain::Release& release);
+  void Finish();
+
+  sys::Reactor& reactor_;
+  store::Store& store_;
+  contain::Signaller& signaller_;
+  contain::Grant grant_;
+  std::chrono::milliseconds grace_;
+  std::optional<std::chrono::milliseconds> timeout_;
+  ExecutionOptions options_;
+  Done done_;
+
+  contain::Launched child_;
+  Pipe out_;
+  Pipe err_;
+  std::optional<sys::TimerFd> deadline_;
+  std::unique_ptr<contain::Tree> tree_;
+  std::unique_ptr<contain::Teardown> teardown_;
+  std::optional<sys::ChildExit> exit_;
+  std::chrono::steady_clock::time_point exited_at_;
+  Stop stop_ = Stop::kNone;
+  bool watching_child_ = false;
+  bool finished_ = false;
+  RunResult result_;
+};
+
+}  // namespace cordon::run

@@ -1,0 +1,40 @@
+// A whole run on a small epoll loop of its own: admit, launch, pump,
+// teardown, release. What the CLI and tests call; the daemon instead runs
+// Execution on its own loop.
+#pragma once
+
+#include <chrono>
+#include <expected>
+#include <functional>
+#include <string_view>
+
+#include "contain/grant.h"
+#include "contain/probe.h"
+#include "contain/signaller.h"
+#include "contain/spec.h"
+#include "run/execution.h"
+#include "run/result.h"
+#include "store/store.h"
+
+namespace cordon::run {
+
+struct SyncOptions {
+  std::function<void(StreamId, std::string_view)> on_output;
+  contain::Signaller* signaller = nullptr;  // null: the kernel's
+  std::chrono::milliseconds verify_timeout{5000};
+  // SIGINT, SIGTERM and SIGHUP cancel the run (the CLI's Ctrl-C): they are
+  // blocked while it runs and read from a signalfd.
+  bool cancel_on_signals = false;
+};
+
+struct SyncResult {
+  RunResult result;
+  int cancel_signal = 0;  // the signal that cancelled the run, if any
+};
+
+std::expected<SyncResult, contain::AdmitError> RunSync(const contain::Spec& spec,
+                                                       const contain::Probe& probe,
+                                                       store::Store& store,
+                                                       const SyncOptions& options);
+
+}  // namespace cordon::run

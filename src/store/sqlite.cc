@@ -1,0 +1,119 @@
+#include "store/sqlite.h"
+
+#include <cerrno>
+
+namespace cordon::store {
+namespace {
+
+sys::Error SqlError(sqlite3* db, std::string_view what) {
+  return sys::Error("sqlite " + std::string(what) + ": " + sqlite3_errmsg(db), EIO);
+}
+
+}  // namespace
+
+Statement& Statement::Bind(int index, std::string_view text) {
+  int rc = sqlite3_bind_text(stmt_.get(), index, text.data(), static_cast<int>(text.size()),
+                             SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::Bind(int index, int64_t value) {
+  int rc = sqlite3_bind_int64(stmt_.get(), index, value);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::Bind(int index, std::optional<int64_t> value) {
+  return value ? Bind(index, *value) : BindNull(index);
+}
+
+Statement& Statement::BindNull(int index) {
+  int rc = sqlite3_bind_null(stmt_.get(), index);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
+sys::Result<bool> Statement::Step() {
+  if (bind_error_ != SQLITE_OK) {
+    return std::unexpected(
+        sys::Error(std::string("sqlite bind: ") + sqlite3_errstr(bind_error_), EINVAL));
+  }
+  int rc = sqlite3_step(stmt_.get());
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return std::unexpected(SqlError(db_, sqlite3_sql(stmt_.get())));
+}
+
+sys::Result<void> Statement::Run() {
+  while (true) {
+    CORDON_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return {};
+  }
+}
+
+bool Statement::IsNull(int column) const {
+  return sqlite3_column_type(stmt_.get(), column) == SQLITE_NULL;
+}
+
+int64_t Statement::Int(int column) const { return sqlite3_column_int64(stmt_.get(), column); }
+
+std::string Statement::Text(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_.get(), column);
+  int size = sqlite3_column_bytes(stmt_.get(), column);
+  return text ? std::string(reinterpret_cast<const char*>(text), static_cast<size_t>(size))
+              : std::string();
+}
+
+sys::Result<Database> Database::Open(const std::string& path) {
+  sqlite3* raw = nullptr;
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  Database db(raw);
+  if (rc != SQLITE_OK) {
+    std::string msg = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
+    return sys::Fail("sqlite open(\"" + path + "\"): " + msg, EIO);
+  }
+  sqlite3_busy_timeout(raw, 10000);
+  // WAL: readers never block the writer; NORMAL is durable across a crash of
+  // the process (the case that matters: a killed supervisor) without an
+  // fsync per transaction.
+  CORDON_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  return db;
+}
+
+sys::Result<Statement> Database::Prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return std::unexpected(SqlError(db_.get(), "prepare"));
+  return Statement(db_.get(), stmt);
+}
+
+sys::Result<void> Database::Exec(std::string_view sql) {
+  std::string text(sql);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_.get(), text.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    return sys::Fail("sqlite exec: " + msg, EIO);
+  }
+  return {};
+}
+
+sys::Result<Transaction> Transaction::Begin(Database& db) {
+  CORDON_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  return Transaction(&db);
+}
+
+Transaction::~Transaction() {
+  if (db_ != nullptr) (void)db_->Exec("ROLLBACK");
+}
+
+sys::Result<void> Transaction::Commit() {
+  Database* db = std::exchange(db_, nullptr);
+  return db->Exec("COMMIT");
+}
+
+}  // namespace cordon::store

@@ -1,0 +1,74 @@
+// A thin RAII layer over SQLite's C API: a connection and prepared
+// statements, with errors as values.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sys/error.h"
+
+namespace cordon::store {
+
+class Statement final {
+ public:
+  Statement(Statement&&) noexcept = default;
+  Statement& operator=(Statement&&) noexcept = default;
+
+  // Binds by 1-based index. An empty optional binds NULL.
+  Statement& Bind(int index, std::string_view text);
+  Statement& Bind(int index, int64_t value);
+  Statement& Bind(int index, std::optional<int64_t> value);
+  Statement& BindNull(int index);
+
+  // Steps once: true when a row is available, false when done.
+  sys::Result<bool> Step();
+  // Steps until done (for statements without rows).
+  sys::Result<void> Run();
+
+  bool IsNull(int column) const;
+  int64_t Int(int column) const;
+  std::string Text(int column) const;
+
+ private:
+  friend class Database;
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt, &sqlite3_finalize) {}
+  sqlite3* db_;
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt_;
+  int bind_error_ = SQLITE_OK;
+};
+
+class Database final {
+ public:
+  // Opens (creating) the file, in WAL mode with a busy timeout so that
+  // concurrent supervisors wait for each other instead of failing.
+  static sys::Result<Database> Open(const std::string& path);
+
+  sys::Result<Statement> Prepare(std::string_view sql);
+  sys::Result<void> Exec(std::string_view sql);  // one or more statements, no rows
+  sqlite3* handle() const { return db_.get(); }
+
+ private:
+  explicit Database(sqlite3* db) : db_(db, &sqlite3_close_v2) {}
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> db_;
+};
+
+// An IMMEDIATE transaction, rolled back unless committed.
+class Transaction final {
+ public:
+  static sys::Result<Transaction> Begin(Database& db);
+  Transaction(Transaction&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+  Transaction(const Transaction&) = delete;
+  ~Transaction();
+  sys::Result<void> Commit();
+
+ private:
+  explicit Transaction(Database* db) : db_(db) {}
+  Database* db_;
+};
+
+}  // namespace cordon::store

@@ -1,0 +1,251 @@
+#include "store/store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+
+#include "sys/json_text.h"
+
+namespace cordon::store {
+namespace {
+
+using nlohmann::json;
+
+// Each entry moves the schema one version up; never edit a released one.
+constexpr std::array<std::string_view, 1> kMigrations = {
+    R"sql(
+CREATE TABLE grants (
+  id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('active', 'released')),
+  spec TEXT NOT NULL,
+  enforced TEXT NOT NULL,
+  degraded TEXT NOT NULL,
+  mechanisms TEXT NOT NULL,
+  cgroups TEXT NOT NULL,
+  supervisor_pid INTEGER NOT NULL,
+  supervisor_ppid INTEGER NOT NULL,
+  supervisor_start_ticks INTEGER NOT NULL,
+  supervisor_boot_id TEXT NOT NULL,
+  pid INTEGER,
+  ppid INTEGER,
+  start_ticks INTEGER,
+  boot_id TEXT,
+  pgid INTEGER,
+  outcome TEXT,
+  release TEXT,
+  created_at_ms INTEGER NOT NULL,
+  started_at_ms INTEGER,
+  released_at_ms INTEGER
+);
+CREATE INDEX grants_by_state ON grants (state, created_at_ms);
+)sql",
+};
+
+constexpr std::string_view kColumns =
+    "id, owner, state, spec, enforced, degraded, mechanisms, cgroups, supervisor_pid, "
+    "supervisor_start_ticks, supervisor_boot_id, pid, ppid, start_ticks, boot_id, pgid, outcome, "
+    "release, created_at_ms, started_at_ms, released_at_ms, supervisor_ppid";
+
+json ParseOr(const std::string& text, json fallback) {
+  if (text.empty()) return fallback;
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_discarded() ? fallback : parsed;
+}
+
+std::optional<int64_t> OptInt(const Statement& s, int column) {
+  if (s.IsNull(column)) return std::nullopt;
+  return s.Int(column);
+}
+
+GrantRecord ReadRow(const Statement& s) {
+  GrantRecord g;
+  g.id = s.Text(0);
+  g.owner = s.Text(1);
+  g.state = s.Text(2);
+  g.spec = ParseOr(s.Text(3), json::object());
+  g.enforced = ParseOr(s.Text(4), json::array());
+  g.degraded = ParseOr(s.Text(5), json::array());
+  g.mechanisms = ParseOr(s.Text(6), json::object());
+  g.cgroups = ParseOr(s.Text(7), json::object());
+  g.supervisor = proc::Identity{static_cast<pid_t>(s.Int(8)), static_cast<pid_t>(s.Int(21)),
+                                static_cast<uint64_t>(s.Int(9)), s.Text(10)};
+  if (!s.IsNull(11)) {
+    g.identity = proc::Identity{static_cast<pid_t>(s.Int(11)), static_cast<pid_t>(s.Int(12)),
+                                static_cast<uint64_t>(s.Int(13)), s.Text(14)};
+  }
+  if (auto pgid = OptInt(s, 15)) g.pgid = static_cast<pid_t>(*pgid);
+  g.outcome = s.Text(16);
+  g.release = ParseOr(s.Text(17), json());
+  g.created_at_ms = s.Int(18);
+  g.started_at_ms = OptInt(s, 19);
+  g.released_at_ms = OptInt(s, 20);
+  return g;
+}
+
+}  // namespace
+
+json ToJson(const proc::Identity& id) {
+  return {
+      {"pid", id.pid}, {"ppid", id.ppid}, {"start_ticks", id.start_ticks}, {"boot_id", id.boot_id}};
+}
+
+json ToJson(const GrantRecord& g) {
+  auto opt = [](const std::optional<int64_t>& v) { return v ? json(*v) : json(); };
+  return {{"id", g.id},
+          {"owner", g.owner},
+          {"state", g.state},
+          {"spec", g.spec},
+          {"identity", g.identity ? ToJson(*g.identity) : json()},
+          {"pgid", g.pgid ? json(*g.pgid) : json()},
+          {"cgroups", g.cgroups},
+          {"enforced", g.enforced},
+          {"degraded", g.degraded},
+          {"mechanisms", g.mechanisms},
+          {"supervisor", ToJson(g.supervisor)},
+          {"outcome", g.outcome.empty() ? json() : json(g.outcome)},
+          {"release", g.release},
+          {"created_at_ms", g.created_at_ms},
+          {"started_at_ms", opt(g.started_at_ms)},
+          {"released_at_ms", opt(g.released_at_ms)}};
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+sys::Result<std::string> ResolveStateDir(const std::optional<std::string>& flag) {
+  if (flag) {
+    if (flag->empty()) return sys::Fail("--state-dir: the path is empty", EINVAL);
+    return *flag;
+  }
+  if (const char* env = std::getenv("CORDON_STATE_DIR"); env && *env) return std::string(env);
+  if (::geteuid() == 0) return std::string("/var/lib/cordon");
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg == '/') {
+    return std::string(xdg) + "/cordon";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home == '/') {
+    return std::string(home) + "/.local/state/cordon";
+  }
+  return sys::Fail(
+      "no state directory: HOME and XDG_STATE_HOME are unset; pass --state-dir or set "
+      "CORDON_STATE_DIR",
+      ENOENT);
+}
+
+sys::Result<Store> Store::Open(const std::string& state_dir) {
+  // mkdir -p with 0700 for the last component; parents as the umask allows.
+  for (size_t pos = 1; pos <= state_dir.size(); ++pos) {
+    if (pos != state_dir.size() && state_dir[pos] != '/') continue;
+    std::string part = state_dir.substr(0, pos);
+    if (::mkdir(part.c_str(), pos == state_dir.size() ? 0700 : 0755) != 0 && errno != EEXIST) {
+      return std::unexpected(
+          sys::Error::FromErrno("mkdir(\"" + part + "\")").Context("state directory"));
+    }
+  }
+  std::string path = state_dir + "/cordon.db";
+  CORDON_ASSIGN_OR_RETURN(Database db, Database::Open(path));
+  Store store(std::move(db), path);
+  CORDON_RETURN_IF_ERROR(store.Migrate());
+  return store;
+}
+
+sys::Result<void> Store::Migrate() {
+  CORDON_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_));
+  CORDON_ASSIGN_OR_RETURN(Statement version, db_.Prepare("PRAGMA user_version"));
+  CORDON_ASSIGN_OR_RETURN(bool row, version.Step());
+  int current = row ? static_cast<int>(version.Int(0)) : 0;
+  if (current > static_cast<int>(kMigrations.size())) {
+    return sys::Fail(path_ + " has schema version " + std::to_string(current) +
+                         ", newer than this cordon knows (" + std::to_string(kMigrations.size()) +
+                         "); upgrade cordon",
+                     EPROTO);
+  }
+  for (size_t v = static_cast<size_t>(current); v < kMigrations.size(); ++v) {
+    CORDON_RETURN_IF_ERROR(db_.Exec(kMigrations[v]));
+  }
+  if (static_cast<size_t>(current) != kMigrations.size()) {
+    CORDON_RETURN_IF_ERROR(db_.Exec("PRAGMA user_version = " + std::to_string(kMigrations.size())));
+  }
+  CORDON_RETURN_IF_ERROR(tx.Commit());
+  schema_version_ = static_cast<int>(kMigrations.size());
+  return {};
+}
+
+sys::Result<void> Store::InsertGrant(const GrantRecord& g) {
+  CORDON_ASSIGN_OR_RETURN(
+      Statement s,
+      db_.Prepare("INSERT INTO grants (id, owner, state, spec, enforced, degraded, mechanisms, "
+                  "cgroups, supervisor_pid, supervisor_start_ticks, supervisor_boot_id, "
+                  "created_at_ms, supervisor_ppid) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"));
+  s.Bind(1, g.id)
+      .Bind(2, g.owner)
+      .Bind(3, g.state)
+      .Bind(4, sys::JsonText(g.spec))
+      .Bind(5, sys::JsonText(g.enforced))
+      .Bind(6, sys::JsonText(g.degraded))
+      .Bind(7, sys::JsonText(g.mechanisms))
+      .Bind(8, sys::JsonText(g.cgroups))
+      .Bind(9, int64_t{g.supervisor.pid})
+      .Bind(10, static_cast<int64_t>(g.supervisor.start_ticks))
+      .Bind(11, g.supervisor.boot_id)
+      .Bind(12, g.created_at_ms)
+      .Bind(13, int64_t{g.supervisor.ppid});
+  return s.Run();
+}
+
+sys::Result<void> Store::RecordStart(const std::string& id, const proc::Identity& identity,
+                                     pid_t pgid) {
+  CORDON_ASSIGN_OR_RETURN(Statement s,
+                          db_.Prepare("UPDATE grants SET pid = ?2, ppid = ?3, start_ticks = ?4, "
+                                      "boot_id = ?5, pgid = ?6, started_at_ms = ?7 WHERE id = ?1"));
+  s.Bind(1, id)
+      .Bind(2, int64_t{identity.pid})
+      .Bind(3, int64_t{identity.ppid})
+      .Bind(4, static_cast<int64_t>(identity.start_ticks))
+      .Bind(5, identity.boot_id)
+      .Bind(6, int64_t{pgid})
+      .Bind(7, NowMs());
+  return s.Run();
+}
+
+sys::Result<void> Store::RecordRelease(const std::string& id, const std::string& outcome,
+                                       const json& release, bool released) {
+  CORDON_ASSIGN_OR_RETURN(Statement s,
+                          db_.Prepare("UPDATE grants SET outcome = ?2, release = ?3, state = ?4, "
+                                      "released_at_ms = ?5 WHERE id = ?1"));
+  s.Bind(1, id).Bind(2, outcome).Bind(3, sys::JsonText(release));
+  s.Bind(4, released ? "released" : "active");
+  s.Bind(5, released ? std::optional<int64_t>(NowMs()) : std::nullopt);
+  return s.Run();
+}
+
+sys::Result<std::vector<GrantRecord>> Store::ListGrants(bool all) {
+  std::string sql = "SELECT " + std::string(kColumns) + " FROM grants" +
+                    (all ? "" : " WHERE state = 'active'") + " ORDER BY created_at_ms DESC, id";
+  CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
+  std::vector<GrantRecord> out;
+  while (true) {
+    CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(ReadRow(s));
+  }
+  return out;
+}
+
+sys::Result<std::optional<GrantRecord>> Store::GetGrant(const std::string& id) {
+  CORDON_ASSIGN_OR_RETURN(
+      Statement s, db_.Prepare("SELECT " + std::string(kColumns) + " FROM grants WHERE id = ?1"));
+  s.Bind(1, id);
+  CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::nullopt;
+  return ReadRow(s);
+}
+
+}  // namespace cordon::store

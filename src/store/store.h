@@ -1,0 +1,80 @@
+// cordon's records in an embedded SQLite database (WAL) in the state
+// directory. Grants are written `active` before anything is spawned and move
+// to `released` only after death was verified, so a crashed supervisor
+// leaves behind exactly what `reap` needs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proc/identity.h"
+#include "store/sqlite.h"
+
+namespace cordon::store {
+
+struct GrantRecord {
+  std::string id;
+  std::string owner;
+  std::string state = "active";                          // "active" | "released"
+  nlohmann::json spec;                                   // a summary: no env values, no stdin bytes
+  nlohmann::json enforced = nlohmann::json::array();     // capability names
+  nlohmann::json degraded = nlohmann::json::array();     // [{capability, reason}]
+  nlohmann::json mechanisms = nlohmann::json::object();  // {capability: mechanism}
+  nlohmann::json cgroups = nlohmann::json::object();     // {"v2"|"memory"|"pids": path}
+  proc::Identity supervisor;                             // the process responsible for the grant
+  std::optional<proc::Identity> identity;                // the main process, once started
+  std::optional<pid_t> pgid;
+  std::string outcome;     // set once, at release
+  nlohmann::json release;  // {dead, escalated, survivors, method} or null
+  int64_t created_at_ms = 0;
+  std::optional<int64_t> started_at_ms;
+  std::optional<int64_t> released_at_ms;
+};
+
+class Store final {
+ public:
+  // Opens or creates `<state_dir>/cordon.db` and applies pending migrations.
+  // The state directory is created with mode 0700.
+  static sys::Result<Store> Open(const std::string& state_dir);
+
+  sys::Result<void> InsertGrant(const GrantRecord& grant);
+  sys::Result<void> RecordStart(const std::string& id, const proc::Identity& identity, pid_t pgid);
+  // `released`: death was verified and the grant moves to `released`;
+  // otherwise it stays `active` with the release (naming survivors) recorded.
+  sys::Result<void> RecordRelease(const std::string& id, const std::string& outcome,
+                                  const nlohmann::json& release, bool released);
+
+  // Active grants, or every grant when `all` (newest first).
+  sys::Result<std::vector<GrantRecord>> ListGrants(bool all);
+  sys::Result<std::optional<GrantRecord>> GetGrant(const std::string& id);
+
+  int schema_version() const { return schema_version_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(Database db, std::string path) : db_(std::move(db)), path_(std::move(path)) {}
+  sys::Result<void> Migrate();
+
+  Database db_;
+  std::string path_;
+  int schema_version_ = 0;
+};
+
+// The record as `cordon grants --json` shows it; the identity is
+// {"pid", "ppid", "start_ticks", "boot_id"}.
+nlohmann::json ToJson(const GrantRecord& grant);
+nlohmann::json ToJson(const proc::Identity& identity);
+
+// The state directory: `flag` if given, else $CORDON_STATE_DIR, else
+// /var/lib/cordon for root and $XDG_STATE_HOME/cordon (~/.local/state/cordon)
+// otherwise.
+sys::Result<std::string> ResolveStateDir(const std::optional<std::string>& flag);
+
+int64_t NowMs();
+
+}  // namespace cordon::store
