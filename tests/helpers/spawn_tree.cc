@@ -1,7 +1,8 @@
-// Builds a process tree: `spawn_tree N [ignore-term]` starts N sleeping
-// descendants; every other one calls setsid() and double-forks, escaping
-// the process group. Prints "ready" and the descendants' pids once all are
-// running, then sleeps. With "ignore-term" everyone ignores SIGTERM.
+// Builds a process tree: `spawn_tree N [ignore-term] [exit]` starts N
+// sleeping descendants; every other one calls setsid() and double-forks,
+// escaping the process group. Prints "ready" and the descendants' pids once
+// all are running, then sleeps, or with "exit" exits 0 leaving them behind.
+// With "ignore-term" everyone ignores SIGTERM.
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,7 +12,11 @@
 
 int main(int argc, char** argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 10;
-  bool ignore_term = argc > 2 && std::strcmp(argv[2], "ignore-term") == 0;
+  bool ignore_term = false, exit_after = false;
+  for (int i = 2; i < argc; ++i) {
+    ignore_term |= std::strcmp(argv[i], "ignore-term") == 0;
+    exit_after |= std::strcmp(argv[i], "exit") == 0;
+  }
   if (ignore_term) signal(SIGTERM, SIG_IGN);
   int ready[2];
   if (pipe(ready) != 0) return 2;
@@ -38,5 +43,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n");
   std::fflush(stdout);
+  if (exit_after) return 0;
   for (;;) pause();
 }

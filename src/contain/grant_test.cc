@@ -1,0 +1,127 @@
+#include "contain/grant.h"
+
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+namespace cordon::contain {
+namespace {
+
+// A host with no usable cgroup at all, as for an unprivileged user.
+Probe NoCgroupProbe() {
+  Probe p;
+  p.cgroups.v2_problem = "cannot create the cgroup /sys/fs/cgroup/x: EACCES";
+  p.cgroups.v1_memory_problem = "no cgroup v1 memory hierarchy is mounted";
+  p.cgroups.v1_pids_problem = "no cgroup v1 pids hierarchy is mounted";
+  p.capabilities = ResolveCapabilities(p.cgroups, /*nproc_effective=*/false);
+  return p;
+}
+
+class GrantTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = store::Store::Open(dir_.path());
+    ASSERT_TRUE(s) << s.error().message();
+    store_.emplace(std::move(*s));
+    spec_.argv = {"/bin/true"};
+    spec_.owner = "tester";
+  }
+  size_t Recorded() { return store_->ListGrants(true).value().size(); }
+
+  testing::TempDir dir_;
+  std::optional<store::Store> store_;
+  Spec spec_;
+};
+
+TEST_F(GrantTest, AnExplicitLimitThatCannotBeEnforcedIsRefused) {
+  spec_.limits.memory_bytes = 64 << 20;
+  auto grant = Acquire(spec_, NoCgroupProbe(), *store_);
+  ASSERT_FALSE(grant);
+  EXPECT_EQ(grant.error().kind, AdmitError::Kind::kRefused);
+  ASSERT_EQ(grant.error().missing.size(), 1u);
+  EXPECT_EQ(grant.error().missing[0].capability, Capability::kMemory);
+  EXPECT_NE(grant.error().message.find("memory"), std::string::npos);
+  EXPECT_NE(grant.error().message.find("--permissive"), std::string::npos);
+  EXPECT_EQ(Recorded(), 0u);  // refused before anything was recorded or spawned
+}
+
+TEST_F(GrantTest, PermissiveRunsDegradedAndSaysWhy) {
+  spec_.limits.memory_bytes = 64 << 20;
+  spec_.permissive = true;
+  auto grant = Acquire(spec_, NoCgroupProbe(), *store_);
+  ASSERT_TRUE(grant) << grant.error().message;
+  EXPECT_FALSE(grant->Enforces(Capability::kMemory));
+  bool memory_degraded = false, tree_degraded = false;
+  for (const auto& d : grant->degraded) {
+    memory_degraded |= d.capability == Capability::kMemory && !d.reason.empty();
+    tree_degraded |= d.capability == Capability::kProcessTree;
+  }
+  EXPECT_TRUE(memory_degraded);
+  EXPECT_TRUE(tree_degraded);
+  EXPECT_EQ(grant->Mechanism(Capability::kProcessTree), "process_group");
+  EXPECT_FALSE(grant->cgroups);
+  auto record = store_->GetGrant(grant->id).value();
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->state, "active");
+  EXPECT_EQ(record->owner, "tester");
+  EXPECT_EQ(record->degraded.size(), 2u);
+}
+
+TEST_F(GrantTest, ARequiredCapabilityIsRefusedEvenWhenPermissive) {
+  spec_.required = {Capability::kProcessTree};
+  spec_.permissive = true;
+  auto grant = Acquire(spec_, NoCgroupProbe(), *store_);
+  ASSERT_FALSE(grant);
+  EXPECT_EQ(grant.error().kind, AdmitError::Kind::kRefused);
+  EXPECT_EQ(grant.error().missing[0].capability, Capability::kProcessTree);
+  EXPECT_EQ(grant.error().message.find("--permissive"), std::string::npos);
+  EXPECT_EQ(Recorded(), 0u);
+}
+
+TEST_F(GrantTest, AnInvalidSpecNamesTheField) {
+  spec_.limits.pids = 0;
+  auto grant = Acquire(spec_, NoCgroupProbe(), *store_);
+  ASSERT_FALSE(grant);
+  EXPECT_EQ(grant.error().kind, AdmitError::Kind::kInvalid);
+  EXPECT_EQ(grant.error().field, "limits.pids");
+  EXPECT_EQ(Recorded(), 0u);
+}
+
+TEST_F(GrantTest, OnThisHostTheGrantGetsItsCgroupsAndIsRecordedActive) {
+  const Probe& probe = testing::TestProbe();
+  if (!probe.Status(Capability::kProcessTree).enforceable) {
+    GTEST_SKIP() << "no cgroup v2 here: " << probe.Status(Capability::kProcessTree).reason;
+  }
+  spec_.limits.memory_bytes = 64 << 20;
+  spec_.limits.pids = 16;
+  spec_.permissive = true;
+  auto grant = Acquire(spec_, probe, *store_);
+  ASSERT_TRUE(grant) << grant.error().message;
+  ASSERT_TRUE(grant->cgroups);
+  ASSERT_TRUE(grant->cgroups->v2());
+  EXPECT_EQ(grant->Mechanism(Capability::kProcessTree), "cgroup2");
+  EXPECT_NE(grant->cgroups->v2()->path().find(testing::CgroupRoot()), std::string::npos);
+  auto record = store_->GetGrant(grant->id).value();
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->state, "active");
+  EXPECT_EQ(record->cgroups["v2"], grant->cgroups->v2()->path());
+  EXPECT_EQ(record->supervisor.pid, ::getpid());
+  if (grant->Enforces(Capability::kMemory)) {
+    std::string path = grant->Mechanism(Capability::kMemory) == "cgroup1 memory"
+                           ? record->cgroups["memory"].get<std::string>() + "/memory.limit_in_bytes"
+                           : record->cgroups["v2"].get<std::string>() + "/memory.max";
+    EXPECT_EQ(testing::Slurp(path), std::to_string(64 << 20) + "\n");
+  }
+  EXPECT_TRUE(grant->cgroups->Remove());
+}
+
+TEST(GrantIdTest, IsARandomUuid) {
+  std::string a = NewGrantId(), b = NewGrantId();
+  EXPECT_NE(a, b);
+  ASSERT_EQ(a.size(), 36u);
+  EXPECT_EQ(a[14], '4');
+  EXPECT_EQ(a[8], '-');
+}
+
+}  // namespace
+}  // namespace cordon::contain

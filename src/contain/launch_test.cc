@@ -1,0 +1,133 @@
+#include "contain/launch.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "support.h"
+
+namespace cordon::contain {
+namespace {
+
+// Launches and collects stdout/stderr to EOF and the exit.
+struct Finished {
+  Launched launched;
+  std::string out;
+  std::string err;
+  sys::ChildExit exit;
+};
+
+Finished LaunchAndWait(const LaunchRequest& request) {
+  auto launched = Launch(request);
+  EXPECT_TRUE(launched) << launched.error().message();
+  Finished f{std::move(*launched), "", "", {}};
+  // Blocking reads are fine here: the child exits, closing both pipes.
+  (void)sys::SetNonBlocking(f.launched.stdout_read.get(), false);
+  (void)sys::SetNonBlocking(f.launched.stderr_read.get(), false);
+  f.out = sys::ReadAll(f.launched.stdout_read.get()).value_or("");
+  f.err = sys::ReadAll(f.launched.stderr_read.get()).value_or("");
+  f.exit = f.launched.pidfd.Reap().value();
+  return f;
+}
+
+TEST(LaunchTest, RunsTheProgramWithExactlyTheDeclaredEnvironment) {
+  testing::TempDir dir;
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "pwd; env | sort; echo oops >&2; exit 3"};
+  r.env = {"B=2", "A=1"};
+  r.workspace = dir.path();
+  Finished f = LaunchAndWait(r);
+  EXPECT_FALSE(f.launched.setup_error);
+  EXPECT_FALSE(f.exit.signaled);
+  EXPECT_EQ(f.exit.status, 3);
+  // sh adds PWD (and may add SHLVL/_); nothing of ours leaks: no HOME, no PATH.
+  EXPECT_NE(f.out.find(dir.path() + "\n"), std::string::npos);
+  EXPECT_NE(f.out.find("A=1\nB=2\n"), std::string::npos);
+  EXPECT_EQ(f.out.find("HOME="), std::string::npos);
+  EXPECT_EQ(f.out.find("PATH="), std::string::npos);
+  EXPECT_EQ(f.err, "oops\n");
+  EXPECT_EQ(f.launched.pgid, f.launched.identity.pid);
+  EXPECT_EQ(f.launched.identity.ppid, ::getpid());
+}
+
+TEST(LaunchTest, SearchesTheDeclaredPathOrTheDefault) {
+  LaunchRequest r;
+  r.argv = {"true"};
+  EXPECT_EQ(LaunchAndWait(r).exit.status, 0);
+  r.env = {"PATH=/nonexistent"};
+  Finished f = LaunchAndWait(r);
+  ASSERT_TRUE(f.launched.setup_error);
+  EXPECT_EQ(f.launched.setup_error->step, SetupStep::kExec);
+  EXPECT_EQ(f.launched.setup_error->err, ENOENT);
+  EXPECT_EQ(ExecCandidates("ls", "/a::/b"), (std::vector<std::string>{"/a/ls", "ls", "/b/ls"}));
+  EXPECT_EQ(ExecCandidates("./x", std::nullopt), (std::vector<std::string>{"./x"}));
+}
+
+TEST(LaunchTest, ReportsTheFailingStepAndErrno) {
+  LaunchRequest missing;
+  missing.argv = {"/nonexistent/program"};
+  Finished f = LaunchAndWait(missing);
+  ASSERT_TRUE(f.launched.setup_error);
+  EXPECT_EQ(SetupStepName(f.launched.setup_error->step), "exec");
+  EXPECT_EQ(f.launched.setup_error->err, ENOENT);
+  EXPECT_EQ(f.exit.status, 127);
+
+  testing::TempDir dir;
+  std::string data = dir / "data";
+  ASSERT_TRUE(sys::Open(data, O_WRONLY | O_CREAT, 0644));
+  LaunchRequest not_executable;
+  not_executable.argv = {data};
+  Finished g = LaunchAndWait(not_executable);
+  ASSERT_TRUE(g.launched.setup_error);
+  EXPECT_EQ(g.launched.setup_error->err, EACCES);
+
+  LaunchRequest bad_rlimit;
+  bad_rlimit.argv = {"/bin/true"};
+  bad_rlimit.rlimits = {{RLIMIT_NOFILE, 10, 5}};  // soft above hard: EINVAL
+  Finished h = LaunchAndWait(bad_rlimit);
+  ASSERT_TRUE(h.launched.setup_error);
+  EXPECT_EQ(h.launched.setup_error->step, SetupStep::kRlimits);
+  EXPECT_EQ(h.launched.setup_error->err, EINVAL);
+}
+
+TEST(LaunchTest, FeedsStdinAndAppliesRlimits) {
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "cat; ulimit -n; ulimit -f"};
+  r.stdin_bytes = std::string("line one\nline two\n");
+  r.rlimits = {{RLIMIT_NOFILE, 42, 42}, {RLIMIT_FSIZE, 8 * 512, 8 * 512}};
+  Finished f = LaunchAndWait(r);
+  EXPECT_EQ(f.out, "line one\nline two\n42\n8\n");
+  LaunchRequest no_stdin;
+  no_stdin.argv = {"/bin/cat"};  // /dev/null: EOF at once
+  EXPECT_EQ(LaunchAndWait(no_stdin).out, "");
+}
+
+TEST(LaunchTest, NothingOfTheSupervisorLeaksIn) {
+  // An open descriptor of ours, not close-on-exec, and an ignored signal.
+  int leaked = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaked, 3);
+  ::signal(SIGUSR1, SIG_IGN);
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "ls /proc/self/fd; grep SigIgn /proc/self/status"};
+  Finished f = LaunchAndWait(r);
+  ::signal(SIGUSR1, SIG_DFL);
+  ::close(leaked);
+  // 0, 1, 2 and the one ls opens to read the directory.
+  EXPECT_EQ(f.out.substr(0, f.out.find("SigIgn")), "0\n1\n2\n3\n");
+  // SIGUSR1 is bit 10: not ignored in the child.
+  std::string ignored = f.out.substr(f.out.find("SigIgn:") + 7);
+  unsigned long mask = std::stoul(ignored, nullptr, 16);
+  EXPECT_EQ(mask & (1ul << (SIGUSR1 - 1)), 0ul);
+}
+
+TEST(LaunchTest, TheChildLeadsItsOwnSessionAndGroup) {
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "cut -d' ' -f5,6 /proc/self/stat; echo $$"};
+  Finished f = LaunchAndWait(r);
+  std::string pid = std::to_string(f.launched.identity.pid);
+  EXPECT_EQ(f.out, pid + " " + pid + "\n" + pid + "\n");
+}
+
+}  // namespace
+}  // namespace cordon::contain

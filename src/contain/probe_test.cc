@@ -1,0 +1,101 @@
+#include "contain/probe.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "contain/cgroup_dir.h"
+
+namespace cordon::contain {
+namespace {
+
+TEST(ResolveCapabilitiesTest, HybridHostAsRoot) {
+  CgroupPlan plan;
+  plan.v2_parent = "/sys/fs/cgroup/unified/cordon";
+  plan.v1_memory_parent = "/sys/fs/cgroup/memory/cordon";
+  plan.v1_pids_parent = "/sys/fs/cgroup/pids/cordon";
+  Probe p;
+  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/false);
+  ASSERT_EQ(p.capabilities.size(), kAllCapabilities.size());
+  EXPECT_EQ(p.Status(Capability::kProcessTree).mechanism, "cgroup2");
+  EXPECT_EQ(p.Status(Capability::kMemory).mechanism, "cgroup1 memory");
+  EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "cgroup1 pids");
+  for (const auto& s : p.capabilities) EXPECT_TRUE(s.enforceable) << CapabilityName(s.capability);
+}
+
+TEST(ResolveCapabilitiesTest, PureV2WithControllers) {
+  CgroupPlan plan;
+  plan.v2_parent = "/sys/fs/cgroup/cordon";
+  plan.v2_controllers = {"memory", "pids"};
+  Probe p;
+  p.capabilities = ResolveCapabilities(plan, false);
+  EXPECT_EQ(p.Status(Capability::kMemory).mechanism, "cgroup2 memory");
+  EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "cgroup2 pids");
+}
+
+TEST(ResolveCapabilitiesTest, UnprivilegedWithoutCgroups) {
+  CgroupPlan plan;
+  plan.v2_problem = "cannot create the cgroup /sys/fs/cgroup/cordon: EACCES";
+  plan.v1_memory_problem = "no cgroup v1 memory hierarchy is mounted";
+  plan.v1_pids_problem = "no cgroup v1 pids hierarchy is mounted";
+  Probe p;
+  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/true);
+  const auto& tree = p.Status(Capability::kProcessTree);
+  EXPECT_FALSE(tree.enforceable);
+  EXPECT_EQ(tree.mechanism, "process_group");
+  EXPECT_NE(tree.reason.find("setsid"), std::string::npos);
+  EXPECT_FALSE(tree.fix.empty());
+  const auto& memory = p.Status(Capability::kMemory);
+  EXPECT_FALSE(memory.enforceable);
+  EXPECT_NE(memory.reason.find("EACCES"), std::string::npos);
+  // A non-root caller's RLIMIT_NPROC binds.
+  EXPECT_TRUE(p.Status(Capability::kProcessCount).enforceable);
+  EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "rlimit");
+  EXPECT_TRUE(p.Status(Capability::kWallClock).enforceable);
+}
+
+TEST(ResolveCapabilitiesTest, RootWithoutPidsCgroupCannotCountProcesses) {
+  CgroupPlan plan;
+  plan.v2_parent = "/x";
+  plan.v1_pids_problem = "no cgroup v1 pids hierarchy is mounted";
+  Probe p;
+  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/false);
+  const auto& s = p.Status(Capability::kProcessCount);
+  EXPECT_FALSE(s.enforceable);
+  EXPECT_NE(s.reason.find("RLIMIT_NPROC is not enforced for root"), std::string::npos);
+}
+
+TEST(ProbeHostTest, EveryClaimHasItsMechanismOrItsReason) {
+  auto probe = ProbeHost({});
+  ASSERT_TRUE(probe);
+  EXPECT_EQ(probe->euid, ::geteuid());
+  for (const auto& s : probe->capabilities) {
+    if (s.enforceable) {
+      EXPECT_FALSE(s.mechanism.empty()) << CapabilityName(s.capability);
+    } else {
+      EXPECT_FALSE(s.reason.empty()) << CapabilityName(s.capability);
+    }
+  }
+  if (::geteuid() == 0) {
+    EXPECT_FALSE(NprocLimitEffective());
+    EXPECT_NE(probe->Status(Capability::kProcessCount).mechanism, "rlimit");
+  }
+  // What the probe claims for cgroup v2 rests on a group it could create.
+  if (probe->Status(Capability::kProcessTree).enforceable) {
+    const std::string& parent = probe->cgroups.v2_parent;
+    auto dir = CgroupDir::Create(parent, "probe-test-" + std::to_string(::getpid()));
+    ASSERT_TRUE(dir) << dir.error().message();
+    EXPECT_TRUE(dir->Has("cgroup.kill"));
+    EXPECT_TRUE(dir->Remove());
+  }
+}
+
+TEST(CgroupRootTest, RejectsBadPaths) {
+  EXPECT_FALSE(CgroupRootProblem("/cordon"));
+  EXPECT_FALSE(CgroupRootProblem("/a/b-c"));
+  for (const char* bad : {"", "cordon", "/", "/a/../b", "/a//b", "/a/", "/./a"}) {
+    EXPECT_TRUE(CgroupRootProblem(bad)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace cordon::contain

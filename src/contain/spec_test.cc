@@ -1,0 +1,125 @@
+#include "contain/spec.h"
+
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+namespace cordon::contain {
+namespace {
+
+Spec Valid() {
+  Spec s;
+  s.argv = {"/bin/true"};
+  return s;
+}
+
+std::string FieldOf(const Spec& s) {
+  auto e = Validate(s);
+  return e ? e->field : "";
+}
+
+TEST(SpecTest, AValidSpecPasses) {
+  EXPECT_FALSE(Validate(Valid()));
+  Spec shell;
+  shell.shell = "echo hi";
+  EXPECT_FALSE(Validate(shell));
+  EXPECT_EQ(shell.Command(), (std::vector<std::string>{"/bin/sh", "-c", "echo hi"}));
+}
+
+TEST(SpecTest, EachBadCommandIsNamed) {
+  Spec empty;
+  EXPECT_EQ(FieldOf(empty), "argv");
+  EXPECT_NE(Validate(empty)->reason.find("empty"), std::string::npos);
+  Spec empty_prog = Valid();
+  empty_prog.argv = {""};
+  EXPECT_EQ(FieldOf(empty_prog), "argv");
+  Spec nul = Valid();
+  nul.argv.push_back(std::string("a\0b", 3));
+  EXPECT_EQ(FieldOf(nul), "argv");
+  Spec both = Valid();
+  both.shell = "x";
+  EXPECT_EQ(FieldOf(both), "argv");
+  Spec empty_shell;
+  empty_shell.shell = "";
+  EXPECT_EQ(FieldOf(empty_shell), "shell");
+}
+
+TEST(SpecTest, EnvNamesAndValuesAreChecked) {
+  for (auto [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"", "x"}, {"A=B", "x"}, {std::string("A\0B", 3), "x"}, {"A", std::string("x\0y", 3)}}) {
+    Spec s = Valid();
+    s.env = {{name, value}};
+    EXPECT_EQ(FieldOf(s), "env") << name;
+  }
+  Spec dup = Valid();
+  dup.env = {{"A", "1"}, {"A", "2"}};
+  EXPECT_EQ(FieldOf(dup), "env");
+  Spec fine = Valid();
+  fine.env = {{"A", ""}, {"B", "x=y"}};
+  EXPECT_FALSE(Validate(fine));
+}
+
+TEST(SpecTest, WorkspaceMustBeAnExistingDirectory) {
+  testing::TempDir dir;
+  Spec s = Valid();
+  s.workspace = dir.path();
+  EXPECT_FALSE(Validate(s));
+  s.workspace = dir / "missing";
+  EXPECT_EQ(FieldOf(s), "workspace");
+  EXPECT_NE(Validate(s)->reason.find("No such file"), std::string::npos);
+  s.workspace = "/etc/hostname";
+  EXPECT_EQ(FieldOf(s), "workspace");
+  EXPECT_NE(Validate(s)->reason.find("not a directory"), std::string::npos);
+}
+
+TEST(SpecTest, LimitsMustBePositive) {
+  struct Case {
+    std::function<void(Limits&)> set;
+    const char* field;
+  };
+  const Case cases[] = {
+      {[](Limits& l) { l.timeout_ms = 0; }, "limits.timeout_ms"},
+      {[](Limits& l) { l.timeout_ms = -5; }, "limits.timeout_ms"},
+      {[](Limits& l) { l.grace_ms = -1; }, "limits.grace_ms"},
+      {[](Limits& l) { l.output_limit_bytes = 0; }, "limits.output_limit_bytes"},
+      {[](Limits& l) { l.output_limit_bytes = int64_t{2} << 30; }, "limits.output_limit_bytes"},
+      {[](Limits& l) { l.memory_bytes = 0; }, "limits.memory_bytes"},
+      {[](Limits& l) { l.pids = -1; }, "limits.pids"},
+      {[](Limits& l) { l.cpu_seconds = 0; }, "limits.cpu_seconds"},
+      {[](Limits& l) { l.file_size_bytes = 0; }, "limits.file_size_bytes"},
+      {[](Limits& l) { l.open_files = 0; }, "limits.open_files"},
+      {[](Limits& l) { l.open_files = 1 << 21; }, "limits.open_files"},
+      {[](Limits& l) { l.address_space_bytes = -1; }, "limits.address_space_bytes"},
+  };
+  for (const auto& c : cases) {
+    Spec s = Valid();
+    c.set(s.limits);
+    EXPECT_EQ(FieldOf(s), c.field);
+  }
+  Spec zero_grace = Valid();
+  zero_grace.limits.grace_ms = 0;  // SIGKILL at the deadline: allowed
+  EXPECT_FALSE(Validate(zero_grace));
+}
+
+TEST(SpecTest, OwnerHasNoControlCharacters) {
+  Spec s = Valid();
+  s.owner = "agent\n1";
+  EXPECT_EQ(FieldOf(s), "owner");
+  s.owner = std::string(300, 'a');
+  EXPECT_EQ(FieldOf(s), "owner");
+}
+
+TEST(SpecTest, WantedAndExplicitCapabilities) {
+  Spec s = Valid();
+  EXPECT_EQ(Wanted(s), (std::set<Capability>{Capability::kProcessTree, Capability::kOutputCap}));
+  EXPECT_TRUE(Explicit(s).empty());
+  s.limits.memory_bytes = 1 << 20;
+  s.limits.timeout_ms = 1000;
+  s.required = {Capability::kCpuTime};
+  EXPECT_EQ(Explicit(s), (std::set<Capability>{Capability::kMemory, Capability::kWallClock}));
+  EXPECT_TRUE(Wanted(s).contains(Capability::kCpuTime));
+  EXPECT_TRUE(Wanted(s).contains(Capability::kMemory));
+}
+
+}  // namespace
+}  // namespace cordon::contain

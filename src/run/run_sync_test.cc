@@ -1,0 +1,349 @@
+// The foundation's behaviours, each observed on real processes.
+#include "run/run_sync.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "support.h"
+#include "sys/epoll_reactor.h"
+
+namespace cordon::run {
+namespace {
+
+using contain::Capability;
+using std::chrono::milliseconds;
+
+// Signals that do nothing: teardown can then not kill.
+class InertSignaller final : public contain::Signaller {
+ public:
+  sys::Result<void> Signal(const sys::PidFd&, int) override { return {}; }
+  sys::Result<void> KillCgroup(const contain::CgroupDir&) override { return {}; }
+};
+
+std::vector<pid_t> PidsAfter(const std::string& text, const std::string& marker) {
+  std::vector<pid_t> pids;
+  size_t at = text.find(marker);
+  if (at == std::string::npos) return pids;
+  std::istringstream in(text.substr(at + marker.size()));
+  pid_t pid;
+  while (in >> pid) pids.push_back(pid);
+  return pids;
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = store::Store::Open(state_.path());
+    ASSERT_TRUE(s) << s.error().message();
+    store_.emplace(std::move(*s));
+  }
+  bool TreeEnforced() const {
+    return testing::TestProbe().Status(Capability::kProcessTree).enforceable;
+  }
+  RunResult Run(const contain::Spec& spec, const SyncOptions& options = {}) {
+    auto r = RunSync(spec, testing::TestProbe(), *store_, options);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? std::move(r->result) : RunResult{};
+  }
+  contain::Spec Shell(const std::string& script) {
+    contain::Spec s;
+    s.shell = script;
+    s.workspace = work_.path();
+    return s;
+  }
+  std::string Grandchild() const { return work_ / "grandchild.pid"; }
+  std::string RecordState(const std::string& id) {
+    auto g = store_->GetGrant(id);
+    return g && *g ? (*g)->state : "missing";
+  }
+
+  testing::TempDir state_;
+  testing::TempDir work_;
+  std::optional<store::Store> store_;
+};
+
+// 1
+TEST_F(RunTest, AGrandchildOfATimedOutCommandIsDeadAfterwards) {
+  contain::Spec s = Shell("sleep 60 & echo $! > grandchild.pid; sleep 60");
+  s.limits.timeout_ms = 300;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kTimedOut);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_TRUE(r.release.dead);
+  EXPECT_TRUE(r.release.survivors.empty());
+  auto grandchild = testing::ReadPidFile(Grandchild());
+  ASSERT_TRUE(grandchild);
+  EXPECT_TRUE(testing::Exited(*grandchild));
+}
+
+// 2
+TEST_F(RunTest, OnTimeoutDeadMeansAnEmptyTreeWasObserved) {
+  if (!TreeEnforced()) GTEST_SKIP() << "no cgroup v2 tree here";
+  contain::Spec s = Shell("sleep 60 & sleep 60 & sleep 60");
+  s.limits.timeout_ms = 200;
+  RunResult r = Run(s);
+  ASSERT_EQ(r.outcome, Outcome::kTimedOut);
+  ASSERT_TRUE(r.release.dead);
+  EXPECT_EQ(r.release.method, "cgroup2");
+  // The leader has gone: it was reaped with its status (SIGTERM).
+  EXPECT_EQ(r.signal, SIGTERM);
+  auto record = store_->GetGrant(r.grant.id).value();
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->state, "released");
+  EXPECT_EQ(record->outcome, "timed_out");
+  EXPECT_TRUE(testing::Exited(record->identity->pid));
+  // Released only after death: the group was emptied, then removed.
+  EXPECT_FALSE(std::filesystem::exists(record->cgroups["v2"].get<std::string>()));
+}
+
+// 3
+TEST_F(RunTest, ExitingZeroLeavingABackgroundProcessTearsItDown) {
+  contain::Spec s = Shell("sleep 60 >/dev/null 2>&1 & echo $! > grandchild.pid");
+  s.limits.timeout_ms = 30000;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kExited);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(r.release.dead);
+  EXPECT_FALSE(r.release.escalated);
+  auto bg = testing::ReadPidFile(Grandchild());
+  ASSERT_TRUE(bg);
+  EXPECT_TRUE(testing::Exited(*bg));
+}
+
+// 4
+TEST_F(RunTest, ATreeIgnoringSigtermIsEscalatedToSigkill) {
+  contain::Spec s;
+  s.argv = {testing::Helper("spawn_tree"), "6", "ignore-term"};
+  s.limits.timeout_ms = 300;
+  s.limits.grace_ms = 200;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kTimedOut);
+  EXPECT_TRUE(r.release.escalated);
+  EXPECT_TRUE(r.release.dead);
+  EXPECT_EQ(r.signal, SIGKILL);
+  for (pid_t pid : PidsAfter(r.out.data, "ready")) {
+    if (TreeEnforced()) {
+      EXPECT_TRUE(testing::Exited(pid)) << pid;
+    }
+  }
+}
+
+// 5
+TEST_F(RunTest, ACooperativeTreeDiesOnSigtermWithinTheGrace) {
+  contain::Spec s = Shell("sleep 60 & sleep 60");
+  s.limits.timeout_ms = 200;
+  s.limits.grace_ms = 20000;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kTimedOut);
+  EXPECT_TRUE(r.release.dead);
+  EXPECT_FALSE(r.release.escalated);
+  EXPECT_LT(r.usage.wall_ms, 10000);  // back long before the grace would have run out
+}
+
+// 6
+TEST_F(RunTest, WhenTeardownCannotKillTheGrantStaysActiveNamingSurvivors) {
+  if (!TreeEnforced()) GTEST_SKIP() << "no cgroup v2 tree here";
+  contain::Spec s = Shell("sleep 60");
+  s.limits.timeout_ms = 100;
+  s.limits.grace_ms = 50;
+  InertSignaller inert;
+  SyncOptions options;
+  options.signaller = &inert;
+  options.verify_timeout = milliseconds(200);
+  RunResult r = Run(s, options);
+  EXPECT_EQ(r.outcome, Outcome::kTimedOut);
+  EXPECT_FALSE(r.release.dead);
+  ASSERT_FALSE(r.release.survivors.empty());
+  EXPECT_EQ(ExitStatus(r), 125);
+  auto record = store_->GetGrant(r.grant.id).value();
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->state, "active");
+  EXPECT_EQ(record->release["dead"], false);
+  EXPECT_EQ(record->release["survivors"].size(), r.release.survivors.size());
+
+  // Clean up for real through the grant's group.
+  auto group = contain::CgroupDir::Open(record->cgroups["v2"].get<std::string>());
+  ASSERT_TRUE(group);
+  ASSERT_TRUE(group->Write("cgroup.kill", "1"));
+  for (pid_t pid : r.release.survivors) {
+    if (auto fd = sys::PidFd::Open(pid)) {
+      struct pollfd p = {fd->fd(), POLLIN, 0};
+      ::poll(&p, 1, 10000);
+    }
+  }
+  EXPECT_TRUE(group->Remove());
+}
+
+// 8
+TEST_F(RunTest, TheHappyPath) {
+  contain::Spec s;
+  s.argv = {"/usr/bin/env"};
+  s.env = {{"A", "1"}, {"B", "two words"}};
+  s.workspace = work_.path();
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kExited);
+  EXPECT_EQ(r.exit_code, 0);
+  // Exactly what was declared: no HOME, no PATH, nothing of the test's.
+  EXPECT_EQ(r.out.data, "A=1\nB=two words\n");
+  EXPECT_TRUE(r.release.dead);
+  EXPECT_EQ(RecordState(r.grant.id), "released");
+
+  contain::Spec pwd = Shell("pwd; echo err >&2; exit 7");
+  RunResult p = Run(pwd);
+  EXPECT_EQ(p.exit_code, 7);
+  EXPECT_EQ(p.out.data, work_.path() + "\n");
+  EXPECT_EQ(p.err.data, "err\n");
+  EXPECT_EQ(ExitStatus(p), 7);
+}
+
+// 9
+TEST_F(RunTest, OutputIsCappedAndFlagged) {
+  contain::Spec s = Shell("head -c 500 /dev/zero | tr '\\0' x");
+  s.limits.output_limit_bytes = 16;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.out.data, std::string(16, 'x'));
+  EXPECT_TRUE(r.out.truncated);
+  EXPECT_EQ(r.out.bytes, 500u);
+  EXPECT_FALSE(r.err.truncated);
+}
+
+// 10
+TEST_F(RunTest, ArgvRunsWithoutAShellAndStdinIsFed) {
+  contain::Spec echo;
+  echo.argv = {"/bin/echo", "a  b", "$HOME", "*"};
+  EXPECT_EQ(Run(echo).out.data, "a  b $HOME *\n");
+  contain::Spec cat;
+  cat.argv = {"/bin/cat"};
+  cat.stdin_bytes = std::string("fed\0bytes", 9);
+  EXPECT_EQ(Run(cat).out.data, std::string("fed\0bytes", 9));
+  contain::Spec none;
+  none.argv = {"/bin/cat"};
+  EXPECT_EQ(Run(none).out.data, "");  // /dev/null
+  contain::Spec empty;
+  auto refused = RunSync(empty, testing::TestProbe(), *store_, {});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, contain::AdmitError::Kind::kInvalid);
+  EXPECT_EQ(refused.error().field, "argv");
+}
+
+// 11
+TEST_F(RunTest, TheProcessLimitHolds) {
+  if (!testing::TestProbe().Status(Capability::kProcessCount).enforceable) {
+    GTEST_SKIP() << testing::TestProbe().Status(Capability::kProcessCount).reason;
+  }
+  contain::Spec s;
+  s.argv = {testing::Helper("fork_loop"), "200"};
+  s.limits.pids = 8;
+  s.limits.timeout_ms = 30000;
+  RunResult r = Run(s);
+  ASSERT_EQ(r.exit_code, 0) << r.err.data;
+  int forked = -1;
+  char err[32] = {};
+  ASSERT_EQ(std::sscanf(r.out.data.c_str(), "forked %d %31s", &forked, err), 2) << r.out.data;
+  EXPECT_LE(forked, 7);  // the helper itself is the eighth
+  EXPECT_STREQ(err, "EAGAIN");
+  EXPECT_TRUE(r.release.dead);
+}
+
+// 11
+TEST_F(RunTest, TheMemoryLimitEndsInAnOomKill) {
+  if (!testing::TestProbe().Status(Capability::kMemory).enforceable) {
+    GTEST_SKIP() << testing::TestProbe().Status(Capability::kMemory).reason;
+  }
+  contain::Spec s;
+  s.argv = {testing::Helper("alloc"), "512"};
+  s.limits.memory_bytes = 64 << 20;
+  s.limits.timeout_ms = 60000;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kOomKilled);
+  EXPECT_TRUE(r.oom_killed);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(r.out.data, "");
+  EXPECT_TRUE(r.release.dead);
+}
+
+// 12
+TEST_F(RunTest, ASetsidDoubleForkedEscapeeIsDeadWhenTheTreeIsEnforced) {
+  if (!TreeEnforced()) GTEST_SKIP() << "process_tree is degraded here";
+  contain::Spec s;
+  s.argv = {testing::Helper("spawn_tree"), "4", "exit"};
+  RunResult r = Run(s);
+  EXPECT_EQ(r.exit_code, 0);
+  std::vector<pid_t> pids = PidsAfter(r.out.data, "ready");
+  ASSERT_EQ(pids.size(), 4u);
+  EXPECT_TRUE(r.release.dead);
+  for (pid_t pid : pids) EXPECT_TRUE(testing::Exited(pid)) << pid;
+}
+
+// 13
+TEST_F(RunTest, ALeftoverHoldingStdoutDoesNotHoldTheRun) {
+  contain::Spec s = Shell("sleep 60 & echo started");
+  s.limits.timeout_ms = 30000;
+  auto start = std::chrono::steady_clock::now();
+  RunResult r = Run(s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(r.outcome, Outcome::kExited);
+  EXPECT_EQ(r.out.data, "started\n");
+  EXPECT_TRUE(r.release.dead);
+}
+
+TEST_F(RunTest, ASetupFailureNamesTheStepAndErrno) {
+  contain::Spec s;
+  s.argv = {"/no/such/program"};
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kSetupFailed);
+  ASSERT_TRUE(r.setup_error);
+  EXPECT_EQ(r.setup_error->step, contain::SetupStep::kExec);
+  EXPECT_EQ(r.setup_error->err, ENOENT);
+  EXPECT_EQ(ExitStatus(r), 127);
+  EXPECT_FALSE(r.exit_code);
+  EXPECT_EQ(ToJson(r)["setup_error"]["errno"], "ENOENT");
+}
+
+TEST_F(RunTest, CancelTearsDownAndSaysCancelled) {
+  auto reactor = sys::EpollReactor::Create();
+  ASSERT_TRUE(reactor);
+  contain::Spec s = Shell("sleep 60 & sleep 60");
+  auto grant = contain::Acquire(s, testing::TestProbe(), *store_);
+  ASSERT_TRUE(grant);
+  contain::KernelSignaller kernel;
+  std::optional<RunResult> result;
+  auto execution = Execution::Start(*reactor, *store_, kernel, std::move(*grant), s, {},
+                                    [&](RunResult r) { result = std::move(r); });
+  ASSERT_TRUE(execution);
+  auto timer = sys::TimerFd::Create();
+  ASSERT_TRUE(timer);
+  ASSERT_TRUE(timer->Arm(milliseconds(100)));
+  ASSERT_TRUE(reactor->Watch(timer->fd(), [&] {
+    timer->Consume();
+    (*execution)->Cancel();
+  }));
+  ASSERT_TRUE(reactor->RunUntil([&] { return result.has_value(); }));
+  reactor->Unwatch(timer->fd());
+  EXPECT_EQ(result->outcome, Outcome::kCancelled);
+  EXPECT_TRUE(result->release.dead);
+  EXPECT_EQ(RecordState(result->grant.id), "released");
+}
+
+TEST_F(RunTest, RlimitsReachTheCommand) {
+  contain::Spec s = Shell("ulimit -n; ulimit -t; ulimit -f; ulimit -v");
+  s.limits.open_files = 64;
+  s.limits.cpu_seconds = 5;
+  s.limits.file_size_bytes = 1 << 20;
+  s.limits.address_space_bytes = int64_t{1} << 30;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.out.data, "64\n5\n2048\n1048576\n");
+  for (auto c : {Capability::kOpenFiles, Capability::kCpuTime, Capability::kFileSize,
+                 Capability::kAddressSpace}) {
+    EXPECT_EQ(r.grant.mechanisms[c], "rlimit");
+  }
+}
+
+}  // namespace
+}  // namespace cordon::run

@@ -1,0 +1,111 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "support.h"
+
+namespace cordon::store {
+namespace {
+
+GrantRecord Sample(const std::string& id) {
+  GrantRecord g;
+  g.id = id;
+  g.owner = "agent-7";
+  g.spec = {{"argv", {"/bin/echo", "hi"}}};
+  g.enforced = {"process_tree"};
+  g.cgroups = {{"v2", "/sys/fs/cgroup/x/" + id}};
+  g.supervisor = proc::ReadIdentity(::getpid()).value();
+  g.created_at_ms = NowMs();
+  return g;
+}
+
+TEST(StoreTest, GrantsGoFromActiveToReleasedAndSurviveReopening) {
+  testing::TempDir dir;
+  {
+    auto store = Store::Open(dir / "state");
+    ASSERT_TRUE(store) << store.error().message();
+    EXPECT_EQ(store->schema_version(), 1);
+    ASSERT_TRUE(store->InsertGrant(Sample("g1")));
+    ASSERT_TRUE(store->InsertGrant(Sample("g2")));
+    proc::Identity id{1234, 1, 99, "boot"};
+    ASSERT_TRUE(store->RecordStart("g1", id, 1234));
+    ASSERT_TRUE(store->RecordRelease("g1", "exited", {{"dead", true}}, true));
+    ASSERT_TRUE(
+        store->RecordRelease("g2", "timed_out", {{"dead", false}, {"survivors", {7}}}, false));
+  }
+  // The state directory is private.
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "state").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  auto store = Store::Open(dir / "state");
+  ASSERT_TRUE(store);
+  auto active = store->ListGrants(false).value();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].id, "g2");  // death unverified: still active, naming survivors
+  EXPECT_EQ(active[0].release["survivors"][0], 7);
+  auto g1 = store->GetGrant("g1").value();
+  ASSERT_TRUE(g1);
+  EXPECT_EQ(g1->state, "released");
+  EXPECT_EQ(g1->outcome, "exited");
+  ASSERT_TRUE(g1->identity);
+  EXPECT_EQ(g1->identity->start_ticks, 99u);
+  EXPECT_EQ(g1->pgid, 1234);
+  EXPECT_TRUE(g1->released_at_ms);
+  EXPECT_EQ(g1->supervisor.pid, ::getpid());
+  EXPECT_EQ(g1->spec["argv"][1], "hi");
+  EXPECT_EQ(store->ListGrants(true).value().size(), 2u);
+  EXPECT_FALSE(store->GetGrant("nope").value());
+  nlohmann::json j = ToJson(*g1);
+  EXPECT_EQ(j["identity"]["pid"], 1234);
+  EXPECT_EQ(j["identity"]["boot_id"], "boot");
+}
+
+TEST(StoreTest, ADuplicateIdIsAnError) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir.path());
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->InsertGrant(Sample("same")));
+  EXPECT_FALSE(store->InsertGrant(Sample("same")));
+}
+
+TEST(StoreTest, RefusesADatabaseFromANewerCordon) {
+  testing::TempDir dir;
+  { ASSERT_TRUE(Store::Open(dir.path())); }
+  {
+    auto db = Database::Open(dir / "cordon.db");
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->Exec("PRAGMA user_version = 99"));
+  }
+  auto store = Store::Open(dir.path());
+  ASSERT_FALSE(store);
+  EXPECT_NE(store.error().message().find("newer"), std::string::npos);
+}
+
+TEST(StoreTest, UsesWriteAheadLogging) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir.path());
+  ASSERT_TRUE(store);
+  auto db = Database::Open(dir / "cordon.db");
+  ASSERT_TRUE(db);
+  auto mode = db->Prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(mode);
+  ASSERT_TRUE(mode->Step().value());
+  EXPECT_EQ(mode->Text(0), "wal");
+}
+
+TEST(StateDirTest, FlagThenEnvironmentThenDefault) {
+  EXPECT_EQ(ResolveStateDir(std::string("/x")).value(), "/x");
+  EXPECT_FALSE(ResolveStateDir(std::string("")));
+  ::setenv("CORDON_STATE_DIR", "/from/env", 1);
+  EXPECT_EQ(ResolveStateDir(std::nullopt).value(), "/from/env");
+  ::unsetenv("CORDON_STATE_DIR");
+  if (::geteuid() == 0) {
+    EXPECT_EQ(ResolveStateDir(std::nullopt).value(), "/var/lib/cordon");
+  }
+}
+
+}  // namespace
+}  // namespace cordon::store

@@ -1,0 +1,108 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "sys/epoll_reactor.h"
+#include "sys/error.h"
+#include "sys/fd.h"
+#include "sys/pidfd.h"
+#include "sys/timerfd.h"
+
+namespace cordon::sys {
+namespace {
+
+TEST(ErrorTest, NamesTheErrno) {
+  EXPECT_EQ(ErrnoName(ENOENT), "ENOENT");
+  EXPECT_EQ(ErrnoFromName("EACCES"), EACCES);
+  EXPECT_EQ(ErrnoFromName("ENOTHING"), 0);
+  Error e("open(\"/x\")", ENOENT);
+  EXPECT_EQ(e.message(), "open(\"/x\"): ENOENT (No such file or directory)");
+  EXPECT_EQ(e.Context("read config").what(), "read config: open(\"/x\")");
+}
+
+TEST(FdTest, ReadAndWriteFiles) {
+  char tmpl[] = "/tmp/cordon-fd.XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  UniqueFd owned(fd);
+  ASSERT_TRUE(WriteFile(tmpl, "hello"));
+  auto text = ReadFile(tmpl);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, "hello");
+  EXPECT_EQ(ReadFile(tmpl, 3).value(), "hel");
+  ::unlink(tmpl);
+  auto missing = ReadFile(tmpl);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().errno_value(), ENOENT);
+}
+
+TEST(EpollReactorTest, DispatchesAndUnwatchesFromInsideAHandler) {
+  auto reactor = EpollReactor::Create();
+  ASSERT_TRUE(reactor);
+  auto a = MakePipe(O_NONBLOCK);
+  auto b = MakePipe(O_NONBLOCK);
+  ASSERT_TRUE(a && b);
+  int a_calls = 0, b_calls = 0;
+  ASSERT_TRUE(reactor->Watch(a->read.get(), [&] {
+    ++a_calls;
+    reactor->Unwatch(a->read.get());
+    reactor->Unwatch(b->read.get());  // b's pending event must not be delivered
+  }));
+  ASSERT_TRUE(reactor->Watch(b->read.get(), [&] { ++b_calls; }));
+  ASSERT_TRUE(WriteAll(a->write.get(), "x"));
+  ASSERT_TRUE(WriteAll(b->write.get(), "y"));
+  // Both are readable; whichever handler runs first, a's unwatches both.
+  auto ran = reactor->RunUntil([&] { return a_calls > 0; });
+  ASSERT_TRUE(ran);
+  EXPECT_EQ(a_calls, 1);
+  EXPECT_LE(b_calls, 1);
+  EXPECT_FALSE(reactor->RunUntil([] { return false; }));  // nothing left to wait for
+}
+
+TEST(TimerFdTest, FiresOnceAfterTheDelay) {
+  auto reactor = EpollReactor::Create();
+  auto timer = TimerFd::Create();
+  ASSERT_TRUE(reactor && timer);
+  int fired = 0;
+  ASSERT_TRUE(reactor->Watch(timer->fd(), [&] {
+    if (timer->Consume()) ++fired;
+  }));
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(timer->Arm(std::chrono::milliseconds(20)));
+  ASSERT_TRUE(reactor->RunUntil([&] { return fired > 0; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+  EXPECT_FALSE(timer->Consume());
+}
+
+TEST(PidFdTest, SignalsAndReapsAChild) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto fd = PidFd::Open(pid);
+  ASSERT_TRUE(fd);
+  EXPECT_FALSE(fd->HasExited());
+  auto early = fd->TryReap();
+  ASSERT_TRUE(early);
+  EXPECT_FALSE(early->has_value());
+  ASSERT_TRUE(fd->SendSignal(SIGKILL));
+  auto exit = fd->Reap();
+  ASSERT_TRUE(exit);
+  EXPECT_TRUE(exit->signaled);
+  EXPECT_EQ(exit->status, SIGKILL);
+  // Reaped: the pidfd still names that process and signals nothing else.
+  auto again = fd->SendSignal(SIGKILL);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().errno_value(), ESRCH);
+}
+
+TEST(PidFdTest, OpeningAMissingProcessFails) {
+  auto fd = PidFd::Open(0x3ffffff);  // above pid_max
+  ASSERT_FALSE(fd);
+}
+
+}  // namespace
+}  // namespace cordon::sys

@@ -1,0 +1,100 @@
+#include "support.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "contain/cgroup_layout.h"
+#include "proc/stat.h"
+
+namespace cordon::testing {
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/cordon-test.XXXXXX";
+  const char* made = ::mkdtemp(tmpl);
+  if (made == nullptr) std::abort();
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+bool Exited(pid_t pid) {
+  auto st = proc::ReadStat(pid);
+  return !st || st->exited();
+}
+
+std::optional<pid_t> ReadPidFile(const std::string& path, std::chrono::milliseconds within) {
+  auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(path);
+    pid_t pid = 0;
+    if (in >> pid && pid > 0) return pid;
+    // The file is written by a process the test does not control; polling a
+    // file has no event to wait on.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return std::nullopt;
+}
+
+std::string Helper(const std::string& name) { return std::string(CORDON_HELPERS_DIR) + "/" + name; }
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string& CgroupRoot() {
+  static const std::string root = "/cordon-test-" + std::to_string(::getpid());
+  return root;
+}
+
+const contain::Probe& TestProbe() {
+  static const contain::Probe probe = [] {
+    contain::ProbeOptions options;
+    options.cgroups.cgroup_root = CgroupRoot();
+    auto p = contain::ProbeHost(options);
+    if (!p) std::abort();
+    return *p;
+  }();
+  return probe;
+}
+
+namespace {
+
+// Removes a cgroup directory tree, children first (cgroupfs only allows
+// rmdir of an empty group; its control files go with it).
+void RemoveCgroupTree(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_directory(ec)) RemoveCgroupTree(entry.path());
+  }
+  ::rmdir(dir.c_str());
+}
+
+class CgroupRootEnvironment final : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    auto layout = contain::DiscoverCgroupLayout();
+    if (!layout) return;
+    if (layout->v2) RemoveCgroupTree(layout->v2->mount_point + CgroupRoot());
+    for (const auto& [controller, h] : layout->v1) RemoveCgroupTree(h.mount_point + CgroupRoot());
+  }
+};
+
+[[maybe_unused]] ::testing::Environment* const kCgroupRootEnvironment =
+    ::testing::AddGlobalTestEnvironment(new CgroupRootEnvironment);
+
+}  // namespace
+
+}  // namespace cordon::testing

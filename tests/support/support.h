@@ -1,0 +1,52 @@
+// Small things the tests share: temporary directories, waiting for a file,
+// and observing whether a process has died.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "contain/probe.h"
+
+namespace cordon::testing {
+
+// A fresh directory under /tmp, removed (recursively) on destruction.
+class TempDir final {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// True when `pid` has exited: no such process, or a zombie waiting for its
+// parent (which for an orphan is the host's init).
+bool Exited(pid_t pid);
+
+// Reads a pid written to `path` by a test command, waiting (by polling the
+// file, bounded) until it appears: the writer runs in another process.
+std::optional<pid_t> ReadPidFile(const std::string& path,
+                                 std::chrono::milliseconds within = std::chrono::seconds(10));
+
+// The path of a helper program from tests/helpers.
+std::string Helper(const std::string& name);
+
+// The whole content of a file, or "" if it cannot be read.
+std::string Slurp(const std::string& path);
+
+// The cgroup path ("/cordon-test-<pid>") under which this test binary's
+// cgroups go, in every hierarchy. Registered as a gtest environment that
+// removes it (and anything left below it) when the tests end.
+const std::string& CgroupRoot();
+
+// The host's probe, with cordon's groups under CgroupRoot().
+const contain::Probe& TestProbe();
+
+}  // namespace cordon::testing
