@@ -10,7 +10,8 @@
 namespace cordon::cli {
 
 void PrintError(std::string_view command, std::string_view message) {
-  std::string line = "cordon " + std::string(command) + ": " + std::string(message) + "\n";
+  std::string line = (command.empty() ? "cordon" : "cordon " + std::string(command)) + ": " +
+                     std::string(message) + "\n";
   (void)sys::WriteAll(STDERR_FILENO, line);
 }
 

@@ -38,10 +38,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string where = "";
+    std::string where;
     for (CLI::App* sub : app.get_subcommands()) where = sub->get_name();
-    cordon::cli::PrintError(where.empty() ? "" : where,
-                            std::string(e.what()) + " (see cordon " + where + " --help)");
+    std::string message = e.what();
+    if (where.empty() && argc > 1 && argv[1][0] != '-') {
+      message = "unknown command '" + std::string(argv[1]) + "'";
+    } else if (!where.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      message += "; put the command after --, as in: cordon run [OPTIONS] -- PROG ARGS...";
+    }
+    cordon::cli::PrintError(
+        where, message + " (see cordon " + (where.empty() ? "" : where + " ") + "--help)");
     return cordon::cli::kExitCordonFailed;
   }
   for (const auto& command : commands) {

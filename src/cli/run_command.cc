@@ -337,9 +337,11 @@ Command AddRunCommand(CLI::App& app) {
       cmd->add_flag("--json", a.json, "Print one JSON result object instead of the output");
   a.options["--quiet"] =
       cmd->add_flag("--quiet,-q", a.quiet, "Do not print degraded capabilities on stderr");
-  cmd->add_option("command", a.command, "The program and its arguments (after --)")
+  // The command comes after "--", so no option of its own is mistaken for
+  // one of cordon's, and a mistyped option of cordon's is an error, not
+  // the start of the command.
+  cmd->add_option("command", a.command, "The program and its arguments, after --")
       ->type_name("PROG ARGS...");
-  cmd->prefix_command();
   return Command{cmd, [args] {
                    RunArgs& a = *args;
                    return Execute(a);

@@ -1,0 +1,287 @@
+// The cordon binary as users run it: exit statuses, JSON, pass-through,
+// signals, a killed supervisor and reap, an unprivileged caller.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "support.h"
+
+extern char** environ;
+
+namespace cordon::testing {
+namespace {
+
+using nlohmann::json;
+
+struct Ran {
+  int status = -1;  // exit status, or 128+N when killed by signal N
+  std::string out;
+  std::string err;
+  struct rusage usage {};
+  json Json() const { return json::parse(out); }
+};
+
+class Cordon {
+ public:
+  // Starts cordon with `args`; stdout and stderr go to files.
+  Cordon(std::vector<std::string> args, const std::string& stdin_text = "",
+         std::vector<std::string> prefix = {})
+      : out_(dir_ / "out"), err_(dir_ / "err") {
+    std::string in_path = dir_ / "in";
+    {
+      int fd = ::open(in_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      (void)!::write(fd, stdin_text.data(), stdin_text.size());
+      ::close(fd);
+    }
+    std::vector<std::string> argv = prefix;
+    argv.push_back(CORDON_BINARY);
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, in_path.c_str(), O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    ::chmod(dir_.path().c_str(), 0777);  // an unprivileged cordon writes here too
+    int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(rc, 0);
+  }
+  pid_t pid() const { return pid_; }
+  Ran Wait() {
+    Ran r;
+    int status = 0;
+    ::wait4(pid_, &status, 0, &r.usage);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = Slurp(out_);
+    r.err = Slurp(err_);
+    return r;
+  }
+
+ private:
+  TempDir dir_;
+  std::string out_, err_;
+  pid_t pid_ = -1;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  // `cordon run` with this test's state dir and cgroup root, then `rest`.
+  std::vector<std::string> RunArgs(std::vector<std::string> rest) {
+    std::vector<std::string> a = {"run", "--state-dir", state_.path(), "--cgroup-root",
+                                  CgroupRoot()};
+    a.insert(a.end(), rest.begin(), rest.end());
+    return a;
+  }
+  Ran Run(std::vector<std::string> rest, const std::string& stdin_text = "") {
+    return Cordon(RunArgs(std::move(rest)), stdin_text).Wait();
+  }
+  Ran Admin(std::vector<std::string> args) {
+    args.push_back("--state-dir");
+    args.push_back(state_.path());
+    return Cordon(args).Wait();
+  }
+  TempDir state_;
+  TempDir work_;
+};
+
+TEST_F(CliTest, JsonResultOfAHappyRun) {
+  Ran r = Run({"--json", "--", "/bin/echo", "hi"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = r.Json();
+  EXPECT_EQ(j["outcome"], "exited");
+  EXPECT_EQ(j["exit_code"], 0);
+  EXPECT_EQ(j["stdout"], "hi\n");
+  EXPECT_EQ(j["stdout_bytes"], 3);
+  EXPECT_EQ(j["release"]["dead"], true);
+  EXPECT_TRUE(j["setup_error"].is_null());
+  for (const char* key : {"wall_ms", "cpu_user_ms", "cpu_system_ms", "max_rss_bytes"}) {
+    EXPECT_TRUE(j["usage"][key].is_number()) << key;
+  }
+  EXPECT_TRUE(j["grant"]["id"].is_string());
+  EXPECT_TRUE(j["grant"]["enforced"].is_array());
+}
+
+TEST_F(CliTest, ExitStatusesFollowTheContract) {
+  EXPECT_EQ(Run({"--shell", "exit 3"}).status, 3);
+  EXPECT_EQ(Run({"--shell", "kill -TERM $$"}).status, 128 + SIGTERM);
+  EXPECT_EQ(Run({"--timeout", "0.2", "--", "/bin/sleep", "60"}).status, 124);
+  Ran missing = Run({"--", "/no/such/program"});
+  EXPECT_EQ(missing.status, 127);
+  EXPECT_NE(missing.err.find("ENOENT"), std::string::npos) << missing.err;
+  EXPECT_EQ(Run({"--", "/etc/passwd"}).status, 126);
+  EXPECT_EQ(Run({"--memory", "0", "--", "/bin/true"}).status, 125);
+}
+
+TEST_F(CliTest, OutputPassesThroughAndStdinIsFed) {
+  Ran r = Run({"--stdin", "-", "--", "/bin/sh", "-c", "cat; echo to-err >&2"}, "from stdin\n");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, "from stdin\n");
+  EXPECT_EQ(r.err, "to-err\n");
+}
+
+TEST_F(CliTest, TheEnvironmentIsExactlyWhatWasDeclared) {
+  ::setenv("CORDON_TEST_SECRET_TOKEN", "do-not-leak", 1);
+  Ran r = Run({"--env", "A=1", "--", "/usr/bin/env"});
+  ::unsetenv("CORDON_TEST_SECRET_TOKEN");
+  EXPECT_EQ(r.out, "A=1\n");
+}
+
+TEST_F(CliTest, ATimedOutGrandchildIsDead) {
+  std::string pidfile = work_ / "gc.pid";
+  Ran r = Run(
+      {"--timeout", "0.3", "--json", "--shell", "sleep 60 & echo $! > " + pidfile + "; sleep 60"});
+  EXPECT_EQ(r.status, 124);
+  json j = r.Json();
+  EXPECT_EQ(j["outcome"], "timed_out");
+  EXPECT_EQ(j["timed_out"], true);
+  EXPECT_EQ(j["release"]["dead"], true);
+  EXPECT_TRUE(j["release"]["survivors"].empty());
+  auto pid = ReadPidFile(pidfile);
+  ASSERT_TRUE(pid);
+  EXPECT_TRUE(Exited(*pid));
+}
+
+TEST_F(CliTest, AGigabyteOfOutputKeepsTheSupervisorSmall) {
+  Ran r = Run({"--output-limit", "16", "--json", "--", "/usr/bin/head", "-c", "1G", "/dev/zero"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = r.Json();
+  EXPECT_EQ(j["stdout_bytes"], int64_t{1} << 30);
+  EXPECT_EQ(j["stdout_truncated"], true);
+  EXPECT_EQ(j["stdout"].get<std::string>().size(), 16u);
+  // ru_maxrss is in KiB: far below the gigabyte that went through.
+  EXPECT_LT(r.usage.ru_maxrss, 64 * 1024) << "max RSS " << r.usage.ru_maxrss << " KiB";
+}
+
+TEST_F(CliTest, ALeftoverHoldingStdoutDoesNotHoldTheRun) {
+  auto start = std::chrono::steady_clock::now();
+  Ran r = Run({"--timeout", "30", "--shell", "sleep 60 & echo started"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, "started\n");
+}
+
+TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
+  std::string pidfile = work_ / "gc.pid";
+  Cordon c(RunArgs({"--json", "--shell", "sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+  auto pid = ReadPidFile(pidfile);
+  ASSERT_TRUE(pid);
+  ::kill(c.pid(), SIGINT);
+  Ran r = c.Wait();
+  EXPECT_EQ(r.status, 128 + SIGINT);
+  json j = r.Json();
+  EXPECT_EQ(j["outcome"], "cancelled");
+  EXPECT_EQ(j["release"]["dead"], true);
+  EXPECT_TRUE(Exited(*pid));
+}
+
+TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
+  std::string pidfile = work_ / "gc.pid";
+  Cordon c(RunArgs({"--shell", "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+  auto grandchild = ReadPidFile(pidfile);
+  ASSERT_TRUE(grandchild);
+  ::kill(c.pid(), SIGKILL);
+  EXPECT_EQ(c.Wait().status, 128 + SIGKILL);
+  EXPECT_FALSE(Exited(*grandchild));  // the orphaned tree lives on...
+
+  Ran grants = Admin({"grants", "--json"});
+  ASSERT_EQ(grants.status, 0);
+  json active = json::parse(grants.out);
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0]["state"], "active");
+  for (const char* key : {"pid", "ppid", "start_ticks", "boot_id"}) {
+    EXPECT_TRUE(active[0]["identity"].contains(key)) << key;
+  }
+
+  Ran reap = Admin({"reap", "--json"});
+  EXPECT_EQ(reap.status, 0) << reap.err;
+  json reports = json::parse(reap.out);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0]["action"], "reaped");
+  EXPECT_EQ(reports[0]["release"]["dead"], true);
+  EXPECT_TRUE(Exited(*grandchild));  // ...until reap
+  EXPECT_EQ(json::parse(Admin({"grants", "--json"}).out).size(), 0u);
+  Ran all = Admin({"grants", "--all", "--json"});
+  EXPECT_EQ(json::parse(all.out)[0]["state"], "released");
+  Ran again = Admin({"reap"});
+  EXPECT_EQ(again.status, 0);
+  EXPECT_NE(again.out.find("nothing to reap"), std::string::npos);
+}
+
+// As an ordinary user: no cgroup is writable, so the tree is a process
+// group (degraded) and a memory limit is refused unless permissive.
+class UnprivilegedCliTest : public CliTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to an unprivileged user";
+    if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv is not installed";
+    if (::access(CORDON_BINARY, R_OK | X_OK) != 0) GTEST_SKIP() << "binary unreadable";
+    ::chmod(state_.path().c_str(), 0777);
+  }
+  Ran AsNobody(std::vector<std::string> rest) {
+    std::vector<std::string> a = {"run", "--state-dir", state_ / "nobody"};
+    a.insert(a.end(), rest.begin(), rest.end());
+    return Cordon(a, "",
+                  {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                   "--inh-caps=-all"})
+        .Wait();
+  }
+};
+
+TEST_F(UnprivilegedCliTest, TheTreeIsDegradedAndSaysWhy) {
+  Ran r = AsNobody({"--json", "--", "/usr/bin/id", "-u"});
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  json j = r.Json();
+  EXPECT_EQ(j["stdout"], "65534\n");
+  EXPECT_EQ(j["grant"]["mechanisms"]["process_tree"], "process_group");
+  bool degraded = false;
+  for (const auto& d : j["grant"]["degraded"]) {
+    if (d["capability"] == "process_tree") {
+      degraded = true;
+      EXPECT_NE(d["reason"].get<std::string>().find("setsid"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(degraded);
+  EXPECT_EQ(j["release"]["dead"], true);
+  EXPECT_EQ(j["release"]["method"], "process_group");
+}
+
+TEST_F(UnprivilegedCliTest, AMemoryLimitIsRefusedUnlessPermissive) {
+  Ran refused = AsNobody({"--memory", "64M", "--", "/bin/true"});
+  EXPECT_EQ(refused.status, 125);
+  EXPECT_NE(refused.err.find("memory"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--permissive"), std::string::npos) << refused.err;
+  Ran permissive = AsNobody({"--memory", "64M", "--permissive", "--json", "--", "/bin/true"});
+  ASSERT_EQ(permissive.status, 0) << permissive.err;
+  bool memory_degraded = false;
+  json j = permissive.Json();
+  for (const auto& d : j["grant"]["degraded"]) {
+    memory_degraded |= d["capability"] == "memory";
+  }
+  EXPECT_TRUE(memory_degraded) << permissive.out;
+  EXPECT_EQ(AsNobody({"--require", "process_tree", "--", "/bin/true"}).status, 125);
+}
+
+TEST_F(UnprivilegedCliTest, AProcessLimitIsEnforcedThroughRlimitNproc) {
+  Ran r = AsNobody({"--pids", "20", "--json", "--", CORDON_HELPERS_DIR "/fork_loop", "500"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = r.Json();
+  EXPECT_EQ(j["grant"]["mechanisms"]["process_count"], "rlimit");
+  int forked = -1;
+  ASSERT_EQ(std::sscanf(j["stdout"].get<std::string>().c_str(), "forked %d", &forked), 1);
+  EXPECT_LT(forked, 20);
+}
+
+}  // namespace
+}  // namespace cordon::testing

@@ -1,0 +1,123 @@
+"""Bad input for each `cordon run` option: exit 125, a message naming the
+option, and nothing recorded or run."""
+import json
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
+
+
+def cordon(*args, stdin=None):
+    return subprocess.run([CORDON, *args], capture_output=True, text=True,
+                          input=stdin, timeout=60)
+
+
+@pytest.fixture()
+def state(tmp_path):
+    return str(tmp_path / "state")
+
+
+def run(state, *args):
+    return cordon("run", "--state-dir", state, *args)
+
+
+BAD = [
+    (["--timeout", "abc"], "--timeout"),
+    (["--timeout", "-1"], "--timeout"),
+    (["--timeout", "0"], "--timeout"),
+    (["--timeout", "1.5x"], "--timeout"),
+    (["--grace", "soon"], "--grace"),
+    (["--grace", "-2"], "--grace"),
+    (["--output-limit", "0"], "--output-limit"),
+    (["--output-limit", "12Q"], "--output-limit"),
+    (["--output-limit", "2G"], "--output-limit"),
+    (["--memory", "0"], "--memory"),
+    (["--memory", "lots"], "--memory"),
+    (["--memory", "-64M"], "--memory"),
+    (["--pids", "0"], "--pids"),
+    (["--pids", "ten"], "--pids"),
+    (["--pids", "-1"], "--pids"),
+    (["--cpu-seconds", "0"], "--cpu-seconds"),
+    (["--cpu-seconds", "1.5"], "--cpu-seconds"),
+    (["--file-size", "0"], "--file-size"),
+    (["--file-size", "big"], "--file-size"),
+    (["--open-files", "0"], "--open-files"),
+    (["--open-files", "99999999"], "--open-files"),
+    (["--address-space", "0"], "--address-space"),
+    (["--address-space", "1.5G"], "--address-space"),
+    (["--env", "NOEQUALS"], "--env"),
+    (["--env", "=value"], "--env"),
+    (["--env", "A=1", "--env", "A=2"], "--env"),
+    (["--workspace", "/nonexistent/dir"], "--workspace"),
+    (["--workspace", "/etc/passwd"], "--workspace"),
+    (["--workspace", ""], "--workspace"),
+    (["--stdin", "/nonexistent/file"], "--stdin"),
+    (["--require", "teleportation"], "--require"),
+    (["--owner", ""], "--owner"),
+    (["--owner", "a\nb"], "--owner"),
+    (["--cgroup-root", "relative"], "--cgroup-root"),
+    (["--cgroup-root", "/a/../b"], "--cgroup-root"),
+    (["--no-such-option"], "--no-such-option"),
+    (["--timeout"], "--timeout"),
+]
+
+
+@pytest.mark.parametrize("args,option", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_option_is_refused_naming_it(state, tmp_path, args, option):
+    marker = tmp_path / "ran"
+    r = run(state, *args, "--", "/usr/bin/touch", str(marker))
+    assert r.returncode == 125, r.stderr
+    assert option in r.stderr, r.stderr
+    assert not marker.exists(), "the command ran despite the bad input"
+    # Nothing was recorded either.
+    if os.path.exists(state):
+        grants = cordon("grants", "--all", "--json", "--state-dir", state)
+        assert json.loads(grants.stdout) == []
+
+
+def test_bad_input_with_json_is_a_json_error(state):
+    r = run(state, "--json", "--memory", "0", "--", "/bin/true")
+    assert r.returncode == 125
+    error = json.loads(r.stdout)["error"]
+    assert error["code"] == "invalid"
+    assert "--memory" in error["message"]
+
+
+def test_no_command(state):
+    r = run(state)
+    assert r.returncode == 125
+    assert "no command" in r.stderr
+
+
+def test_both_shell_and_argv(state):
+    r = run(state, "--shell", "true", "--", "/bin/true")
+    assert r.returncode == 125
+    assert "--shell" in r.stderr
+
+
+def test_every_subcommand_has_help():
+    for sub in ["run", "probe", "grants", "reap"]:
+        r = cordon(sub, "--help")
+        assert r.returncode == 0, sub
+        assert "--help" in r.stdout, sub
+    r = cordon("--help")
+    assert r.returncode == 0 and "run" in r.stdout
+
+
+def test_unknown_subcommand():
+    r = cordon("teleport")
+    assert r.returncode == 125
+    assert "teleport" in r.stderr
+
+
+def test_sizes_and_durations_take_units(state, tmp_path):
+    r = run(state, "--json", "--timeout", "1.5", "--grace", "250ms", "--memory", "256M",
+            "--output-limit", "1K", "--shell", "head -c 2000 /dev/zero")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["stdout_bytes"] == 2000
+    assert len(result["stdout"]) == 1024
+    assert result["stdout_truncated"] is True
