@@ -17,5 +17,6 @@ Command AddRunCommand(CLI::App& app);
 Command AddProbeCommand(CLI::App& app);
 Command AddGrantsCommand(CLI::App& app);
 Command AddReapCommand(CLI::App& app);
+Command AddClosureCommand(CLI::App& app);
 
 }  // namespace cordon::cli

@@ -23,10 +23,9 @@ int main(int argc, char** argv) {
       "be executed / was not found.");
 
   const cordon::cli::Command commands[] = {
-      cordon::cli::AddRunCommand(app),
-      cordon::cli::AddProbeCommand(app),
-      cordon::cli::AddGrantsCommand(app),
-      cordon::cli::AddReapCommand(app),
+      cordon::cli::AddRunCommand(app),     cordon::cli::AddProbeCommand(app),
+      cordon::cli::AddGrantsCommand(app),  cordon::cli::AddReapCommand(app),
+      cordon::cli::AddClosureCommand(app),
   };
 
   try {
