@@ -2,6 +2,9 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -22,11 +25,22 @@ int main(int argc, char** argv) {
       "on timeout; 125 when cordon refused or failed; 126/127 when the program could not "
       "be executed / was not found.");
 
-  const cordon::cli::Command commands[] = {
-      cordon::cli::AddRunCommand(app),     cordon::cli::AddProbeCommand(app),
-      cordon::cli::AddGrantsCommand(app),  cordon::cli::AddReapCommand(app),
-      cordon::cli::AddClosureCommand(app),
+  // Building a subcommand's options costs more than running `cordon run`
+  // itself wants to spend, so only the one named is built in full; all are
+  // built when none is named (for --help and errors).
+  using Adder = cordon::cli::Command (*)(CLI::App&);
+  const std::pair<std::string_view, Adder> adders[] = {
+      {"run", cordon::cli::AddRunCommand},         {"probe", cordon::cli::AddProbeCommand},
+      {"grants", cordon::cli::AddGrantsCommand},   {"reap", cordon::cli::AddReapCommand},
+      {"closure", cordon::cli::AddClosureCommand},
   };
+  std::string_view named = argc > 1 ? argv[1] : "";
+  bool known = false;
+  for (const auto& [name, add] : adders) known |= name == named;
+  std::vector<cordon::cli::Command> commands;
+  for (const auto& [name, add] : adders) {
+    if (!known || name == named) commands.push_back(add(app));
+  }
 
   try {
     app.parse(argc, argv);

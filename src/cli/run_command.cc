@@ -1,6 +1,5 @@
 // cordon run: one command inside the boundary.
 #include <fcntl.h>
-#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -59,12 +58,27 @@ const std::map<std::string, std::string> kOptionForField = {
     {"limits.address_space_bytes", "--address-space"},
 };
 
+// The user's name from /etc/passwd, else "uid:N". The binary is static, so
+// getpwuid (NSS, dlopen) is avoided; a label needs no directory service.
 std::string DefaultOwner() {
   uid_t uid = ::geteuid();
-  if (struct passwd* pw = ::getpwuid(uid); pw != nullptr && pw->pw_name != nullptr) {
-    return pw->pw_name;
+  std::string fallback = "uid:" + std::to_string(uid);
+  auto passwd = sys::ReadFile("/etc/passwd", 4 << 20);
+  if (!passwd) return fallback;
+  std::string_view rest(*passwd);
+  while (!rest.empty()) {
+    std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    // name:password:uid:...
+    size_t c1 = line.find(':');
+    size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    size_t c3 = c2 == std::string_view::npos ? c2 : line.find(':', c2 + 1);
+    if (c3 == std::string_view::npos) continue;
+    if (line.substr(c2 + 1, c3 - c2 - 1) == std::to_string(uid)) {
+      return std::string(line.substr(0, c1));
+    }
   }
-  return "uid:" + std::to_string(uid);
+  return fallback;
 }
 
 // Fills `spec` from the arguments; on a bad value returns the message.

@@ -100,13 +100,22 @@ void PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan& plan) {
     return;
   }
   plan.v2_parent = parent;
+  // A hybrid host's v2 tree has no controllers at all: nothing to prepare.
+  std::set<std::string> in_tree = ReadWords(h.mount_point + "/cgroup.controllers");
+  bool tree_has_limits = false;
+  for (const auto& c : kLimitControllers) tree_has_limits |= in_tree.contains(c);
+  if (!tree_has_limits) {
+    plan.notes.push_back("cgroup v2 groups go under " + parent +
+                         " (the v2 tree has no memory or pids controller: kill and membership "
+                         "only)");
+    return;
+  }
   plan.v2_controllers = PrepareControllers(h.mount_point, parent);
 
   // A pure v2 host where our own group holds processes (a CLI run from a
   // shell) cannot hand controllers down from it. Root may use a group at the
   // top of the tree instead; the probe says so.
   std::set<std::string> missing = Missing(plan.v2_controllers);
-  std::set<std::string> in_tree = ReadWords(h.mount_point + "/cgroup.controllers");
   bool tree_has_missing = false;
   for (const auto& c : missing) tree_has_missing |= in_tree.contains(c);
   std::string top = h.mount_point + "/cordon";

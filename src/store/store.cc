@@ -156,24 +156,30 @@ sys::Result<Store> Store::Open(const std::string& state_dir) {
 }
 
 sys::Result<void> Store::Migrate() {
-  CORDON_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_));
-  CORDON_ASSIGN_OR_RETURN(Statement version, db_.Prepare("PRAGMA user_version"));
-  CORDON_ASSIGN_OR_RETURN(bool row, version.Step());
-  int current = row ? static_cast<int>(version.Int(0)) : 0;
-  if (current > static_cast<int>(kMigrations.size())) {
-    return sys::Fail(path_ + " has schema version " + std::to_string(current) +
-                         ", newer than this cordon knows (" + std::to_string(kMigrations.size()) +
-                         "); upgrade cordon",
-                     EPROTO);
+  auto version = [this]() -> sys::Result<int> {
+    CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("PRAGMA user_version"));
+    CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+    return row ? static_cast<int>(s.Int(0)) : 0;
+  };
+  const int latest = static_cast<int>(kMigrations.size());
+  // The common case needs no write lock: the schema is current.
+  CORDON_ASSIGN_OR_RETURN(int current, version());
+  if (current != latest) {
+    CORDON_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_));
+    CORDON_ASSIGN_OR_RETURN(current, version());  // another process may have migrated
+    if (current > latest) {
+      return sys::Fail(path_ + " has schema version " + std::to_string(current) +
+                           ", newer than this cordon knows (" + std::to_string(latest) +
+                           "); upgrade cordon",
+                       EPROTO);
+    }
+    for (int v = current; v < latest; ++v) {
+      CORDON_RETURN_IF_ERROR(db_.Exec(kMigrations[static_cast<size_t>(v)]));
+    }
+    CORDON_RETURN_IF_ERROR(db_.Exec("PRAGMA user_version = " + std::to_string(latest)));
+    CORDON_RETURN_IF_ERROR(tx.Commit());
   }
-  for (size_t v = static_cast<size_t>(current); v < kMigrations.size(); ++v) {
-    CORDON_RETURN_IF_ERROR(db_.Exec(kMigrations[v]));
-  }
-  if (static_cast<size_t>(current) != kMigrations.size()) {
-    CORDON_RETURN_IF_ERROR(db_.Exec("PRAGMA user_version = " + std::to_string(kMigrations.size())));
-  }
-  CORDON_RETURN_IF_ERROR(tx.Commit());
-  schema_version_ = static_cast<int>(kMigrations.size());
+  schema_version_ = latest;
   return {};
 }
 
