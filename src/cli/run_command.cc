@@ -303,7 +303,6 @@ Command AddRunCommand(CLI::App& app) {
                       "Set NAME=VALUE in the command's environment (repeatable). Nothing else "
                       "is inherited: not even PATH or HOME")
           ->type_name("NAME=VALUE")
-          ->take_all()
           ->allow_extra_args(false);
   opt("--stdin", a.stdin_source,
       "Feed FILE (or - for cordon's own stdin) to the command; "

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks of the one-shot boundary, in one run, with medians
+# and ratios (absolute figures drift between runs and machines; ratios
+# measured together do not). Usage: bench/run.sh [BUILD_DIR]
+#
+#  1. start-up: /bin/true bare, under cordon, under cordon with cgroup
+#     limits, under bwrap's minimal invocation, under systemd-run --scope
+#     (each peer only where it runs on this host);
+#  2. teardown: from the deadline to verified death of a 50-process tree
+#     whose members half escaped with setsid(), as cordon reports it.
+set -euo pipefail
+build=${1:-build}
+cordon=$(realpath "$build/cordon")
+helpers=$(realpath "$build/helpers")
+runs=${RUNS:-300}
+work=$(mktemp -d /tmp/cordon-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+state=$work/state
+
+command -v hyperfine >/dev/null || { echo "hyperfine is missing (make bench installs it)" >&2; exit 1; }
+
+cmds=("/bin/true"
+      "$cordon run --state-dir $state -- /bin/true"
+      "$cordon run --state-dir $state --pids 64 --memory 256M -- /bin/true")
+names=("bare /bin/true" "cordon run" "cordon run --pids 64 --memory 256M")
+if bwrap --ro-bind / / /bin/true 2>/dev/null; then
+  cmds+=("bwrap --ro-bind / / /bin/true"); names+=("bwrap --ro-bind / /")
+else
+  echo "(bwrap does not run here: left out)"
+fi
+if systemd-run --scope --quiet /bin/true 2>/dev/null; then
+  cmds+=("systemd-run --scope --quiet /bin/true"); names+=("systemd-run --scope")
+else
+  echo "(systemd-run --scope does not run here (no systemd as PID 1): left out)"
+fi
+
+echo "== start-up, $runs runs each, interleaved warm-up"
+hyperfine -N --style none --warmup 30 --runs "$runs" --export-json "$work/startup.json" "${cmds[@]}" >/dev/null 2>&1
+/usr/bin/python3 - "$work/startup.json" "${names[@]}" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+names = sys.argv[2:]
+base = results[0]["median"]
+cordon = results[1]["median"]
+print(f"{'command':40} {'median ms':>10} {'vs bare':>8} {'vs cordon':>10}")
+for name, r in zip(names, results):
+    m = r["median"]
+    print(f"{name:40} {m*1000:10.3f} {m/base:8.2f} {m/cordon:10.2f}")
+PY
+
+echo
+echo "== teardown of a 50-process tree (25 setsid'ed escapees), deadline 0.3 s"
+for mode in term kill; do
+  samples=()
+  for i in $(seq "${TEARDOWN_RUNS:-30}"); do
+    if [[ $mode == term ]]; then
+      args=(--timeout 0.3 -- "$helpers/spawn_tree" 50)
+    else
+      args=(--timeout 0.3 --grace 0 -- "$helpers/spawn_tree" 50 ignore-term)
+    fi
+    # Exit status 124 (timed out) is the point here.
+    us=$({ "$cordon" run --state-dir "$state" --json "${args[@]}" || true; } |
+      /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["release"]["dead"]; print(r["release"]["teardown_us"])')
+    samples+=("$us")
+  done
+  printf '%s\n' "${samples[@]}" | /usr/bin/python3 -c "
+import statistics, sys
+v = sorted(int(x) for x in sys.stdin)
+label = 'SIGTERM, members cooperate' if '$mode' == 'term' else 'SIGKILL at once (--grace 0)'
+print(f'{label:32} median {statistics.median(v)/1000:.2f} ms  min {v[0]/1000:.2f}  max {v[-1]/1000:.2f}  (n={len(v)}, verified dead each time)')
+"
+done
