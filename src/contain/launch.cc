@@ -35,6 +35,8 @@ struct ChildPlan {
   int stderr_fd;
   int workspace_fd;  // -1: stay in the caller's directory
   const char* const* candidates;
+  int exec_fd;  // -1: search `candidates`
+  bool keep_exec_fd;
   char* const* argv;
   char* const* envp;
 };
@@ -97,6 +99,12 @@ int CloseInheritedFds() {
 }
 
 int Exec(const ChildPlan& p) {
+  if (p.exec_fd >= 0) {
+    // close_range marked it close-on-exec; a script's interpreter needs it.
+    if (p.keep_exec_fd && ::fcntl(p.exec_fd, F_SETFD, 0) != 0) return errno;
+    ::syscall(SYS_execveat, p.exec_fd, "", p.argv, p.envp, AT_EMPTY_PATH);
+    return errno;
+  }
   int err = ENOENT;
   bool denied = false;
   for (const char* const* c = p.candidates; *c != nullptr; ++c) {
@@ -238,6 +246,14 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
     CORDON_RETURN_IF_ERROR(LiftAbove2(*fd));
   }
 
+  sys::UniqueFd lifted_exec;
+  int exec_fd = request.exec_fd;
+  if (exec_fd >= 0 && exec_fd <= 2) {
+    lifted_exec.reset(::fcntl(exec_fd, F_DUPFD_CLOEXEC, 3));
+    if (!lifted_exec) return sys::FailErrno("fcntl(F_DUPFD_CLOEXEC)");
+    exec_fd = lifted_exec.get();
+  }
+
   std::vector<int> join_fds;
   int cgroup_fd = -1;
   if (request.cgroups != nullptr) {
@@ -255,6 +271,8 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .stderr_fd = err.write.get(),
       .workspace_fd = workspace ? workspace.get() : -1,
       .candidates = candidate_ptrs.data(),
+      .exec_fd = exec_fd,
+      .keep_exec_fd = request.exec_fd_is_script,
       .argv = argv.data(),
       .envp = envp.data(),
   };

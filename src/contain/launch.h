@@ -52,6 +52,14 @@ struct LaunchRequest {
   std::optional<std::string> stdin_bytes;  // none: /dev/null
   std::vector<RlimitSetting> rlimits;
   const GrantCgroups* cgroups = nullptr;
+  // When >= 0, the program is this already-open (verified) file, executed
+  // with execveat(fd, "", AT_EMPTY_PATH) instead of by path: what was
+  // checked is what runs, whatever happens to the path meanwhile. argv[0]
+  // is still what the program sees as its name.
+  int exec_fd = -1;
+  // The file behind exec_fd is a "#!" script: its interpreter reads it
+  // through /dev/fd/N, so the descriptor stays open across execve.
+  bool exec_fd_is_script = false;
 };
 
 struct Launched {

@@ -121,6 +121,32 @@ TEST(LaunchTest, NothingOfTheSupervisorLeaksIn) {
   EXPECT_EQ(mask & (1ul << (SIGUSR1 - 1)), 0ul);
 }
 
+TEST(LaunchTest, ExecutesAnOpenFileNotAPath) {
+  testing::TempDir dir;
+  std::string script = dir / "hello";
+  {
+    auto fd = sys::Open(script, O_WRONLY | O_CREAT, 0755);
+    ASSERT_TRUE(fd);
+    ASSERT_TRUE(sys::WriteAll(fd->get(), "#!/bin/sh\necho \"script $1\"\n"));
+  }
+  auto opened = sys::Open(script, O_RDONLY);
+  ASSERT_TRUE(opened);
+  // The path now names something else: the opened file is what runs.
+  ASSERT_EQ(::unlink(script.c_str()), 0);
+  LaunchRequest r;
+  r.argv = {"hello", "arg"};
+  r.exec_fd = opened->get();
+  r.exec_fd_is_script = true;
+  EXPECT_EQ(LaunchAndWait(r).out, "script arg\n");
+
+  auto binary = sys::Open("/bin/echo", O_RDONLY);
+  ASSERT_TRUE(binary);
+  LaunchRequest b;
+  b.argv = {"echo", "from", "fd"};
+  b.exec_fd = binary->get();
+  EXPECT_EQ(LaunchAndWait(b).out, "from fd\n");
+}
+
 TEST(LaunchTest, TheChildLeadsItsOwnSessionAndGroup) {
   LaunchRequest r;
   r.argv = {"/bin/sh", "-c", "cut -d' ' -f5,6 /proc/self/stat; echo $$"};
