@@ -18,5 +18,7 @@ Command AddProbeCommand(CLI::App& app);
 Command AddGrantsCommand(CLI::App& app);
 Command AddReapCommand(CLI::App& app);
 Command AddClosureCommand(CLI::App& app);
+Command AddAttestCommand(CLI::App& app);
+Command AddSignalCommand(CLI::App& app);
 
 }  // namespace cordon::cli

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   const std::pair<std::string_view, Adder> adders[] = {
       {"run", cordon::cli::AddRunCommand},         {"probe", cordon::cli::AddProbeCommand},
       {"grants", cordon::cli::AddGrantsCommand},   {"reap", cordon::cli::AddReapCommand},
-      {"closure", cordon::cli::AddClosureCommand},
+      {"closure", cordon::cli::AddClosureCommand}, {"attest", cordon::cli::AddAttestCommand},
+      {"signal", cordon::cli::AddSignalCommand},
   };
   std::string_view named = argc > 1 ? argv[1] : "";
   bool known = false;

@@ -10,6 +10,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/units.h"
+#include "closure/program.h"
+#include "closure/sha256.h"
 #include "contain/probe.h"
 #include "run/run_sync.h"
 #include "sys/fd.h"
@@ -34,6 +36,8 @@ struct RunArgs {
   std::string owner;
   std::string state_dir;
   std::string cgroup_root;
+  std::string closure;
+  std::string pin;
   std::map<std::string, CLI::Option*> options;
 
   bool Given(const std::string& name) const { return options.at(name)->count() > 0; }
@@ -179,6 +183,34 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
   return std::nullopt;
 }
 
+// Verifies --closure against --pin and finds the program in it.
+std::expected<closure::ClosureProgram, std::string> VerifyProgram(
+    const RunArgs& a, const contain::Spec& spec, std::optional<closure::Verification>& verified) {
+  if (spec.shell)
+    return std::unexpected(
+        "--closure runs a program of the closure: give -- PROG ARGS, not --shell");
+  if (!a.Given("--pin"))
+    return std::unexpected("--closure needs --pin HEX, the pin of its manifest");
+  if (!closure::IsSha256Hex(a.pin))
+    return std::unexpected("--pin: expected 64 lowercase hex digits");
+  auto v = closure::VerifyPinnedDir(a.closure, a.pin);
+  if (!v) return std::unexpected("--closure: " + v.error().message());
+  if (!v->ok()) {
+    const closure::Failure& f = v->failures.front();
+    std::string more =
+        v->failures.size() > 1 ? " (and " + std::to_string(v->failures.size() - 1) + " more)" : "";
+    return std::unexpected("--closure: " + a.closure + " does not verify: " +
+                           std::string(closure::RuleName(f.rule)) + ": " + f.message + more);
+  }
+  verified = std::move(*v);
+  auto program = closure::ResolveProgram(*verified, a.closure, spec.argv[0]);
+  if (!program) {
+    return std::unexpected("--closure: " + std::string(closure::RuleName(program.error().rule)) +
+                           ": " + program.error().message);
+  }
+  return *program;
+}
+
 void Write(int fd, std::string_view bytes) { (void)sys::WriteAll(fd, bytes); }
 
 // After a pass-through run: what the exit status alone does not say.
@@ -233,8 +265,24 @@ int Execute(const RunArgs& a) {
 
   run::SyncOptions options;
   options.cancel_on_signals = true;
+  // A pinned closure: verified now, and the program runs from its verified
+  // descriptor. Both stay alive until the run is over.
+  std::optional<closure::Verification> verified;
+  if (a.Given("--closure")) {
+    auto program = VerifyProgram(a, spec, verified);
+    if (!program) {
+      if (a.json) {
+        PrintJson({{"error", {{"code", "closure"}, {"message", program.error()}}}});
+      } else {
+        PrintError(kName, program.error());
+      }
+      return kExitCordonFailed;
+    }
+    options.execution.exec_fd = program->fd;
+    options.execution.exec_fd_is_script = program->script;
+  }
   if (!a.json) {
-    options.on_output = [](run::StreamId id, std::string_view bytes) {
+    options.execution.on_output = [](run::StreamId id, std::string_view bytes) {
       Write(id == run::StreamId::kStdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
     };
   }
@@ -346,6 +394,12 @@ Command AddRunCommand(CLI::App& app) {
       "Create cordon's cgroups under this cgroup path in every hierarchy, instead of beneath "
       "cordon's own group")
       ->type_name("PATH");
+  opt("--closure", a.closure,
+      "Run PROG from this pinned closure: the directory is verified against its manifest "
+      "(DIR/.cordon/manifest.json) and --pin, and PROG, a file of it (a path within DIR, or a "
+      "link that resolves to one), runs from its verified descriptor")
+      ->type_name("DIR");
+  opt("--pin", a.pin, "The closure's pin (cordon closure pin MANIFEST)")->type_name("HEX");
   a.options["--json"] =
       cmd->add_flag("--json", a.json, "Print one JSON result object instead of the output");
   a.options["--quiet"] =

@@ -28,6 +28,9 @@ sys::Result<MadeManifest> MakeManifest(const std::string& dir) {
   Walk(
       root.get(),
       [&](const WalkItem& item) {
+        // The closure's own manifest is not part of it.
+        if (item.path == kManifestDir && S_ISDIR(item.st.st_mode)) return true;
+        if (item.path == kManifestPath) return false;
         if (auto problem = PathProblem(item.path)) {
           made.problems.push_back(std::move(*problem));
           return false;

@@ -64,8 +64,8 @@ TEST(ClosureMakeTest, ReportsWhatAManifestCannotHold) {
   ASSERT_TRUE(made) << made.error().message();
   EXPECT_FALSE(made->ok());
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"path_reserved", ".cordon"},   {"bad_path", "bad\xff"}, {"not_regular", "fifo"},
-      {"empty_directory", "hollow/"}, {"symlink", "link"},
+      {"path_reserved", ".cordon/pin"}, {"bad_path", "bad\xff"}, {"not_regular", "fifo"},
+      {"empty_directory", "hollow/"},   {"symlink", "link"},
   };
   EXPECT_EQ(Problems(*made), expected);
   ASSERT_EQ(made->manifest.entries.size(), 1u);

@@ -25,6 +25,12 @@
 
 namespace cordon::closure {
 
+// Where a closure directory keeps its own manifest. The name is reserved, so
+// it is never an entry; make and verify pass over exactly this file, and
+// anything else below .cordon/ is reported like any unlisted file.
+inline constexpr std::string_view kManifestPath = ".cordon/manifest.json";
+inline constexpr std::string_view kManifestDir = ".cordon";
+
 struct Entry {
   std::string path;    // relative, '/'-separated, valid UTF-8 (see PathProblem)
   std::string sha256;  // 64 lowercase hex digits

@@ -70,6 +70,8 @@ std::string_view RuleName(Rule rule) {
       return "unlisted";
     case Rule::kEmptyDirectory:
       return "empty_directory";
+    case Rule::kNotInClosure:
+      return "not_in_closure";
   }
   return "unknown";
 }

@@ -48,6 +48,8 @@ enum class Rule {
   kUnreadable,           // unreadable: open or read failed for another reason
   kUnlisted,             // unlisted: present in the directory, not in the manifest
   kEmptyDirectory,       // empty_directory: a manifest cannot express it (make only)
+  // Running a closure:
+  kNotInClosure,  // not_in_closure: the program is not one of the verified files
 };
 
 // The stable code: "path_traversal".

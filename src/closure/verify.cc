@@ -108,6 +108,9 @@ sys::Result<Verification> VerifyClosure(const std::string& dir, const Manifest& 
       [&](const WalkItem& item) {
         // A listed name is judged by VerifyEntry, whatever it is.
         if (listed.contains(item.path)) return false;
+        // The closure's own manifest (authenticated by the pin) is not part of it.
+        if (item.path == kManifestDir && S_ISDIR(item.st.st_mode)) return true;
+        if (item.path == kManifestPath) return false;
         if (S_ISDIR(item.st.st_mode)) {
           if (listed_dirs.contains(item.path)) return true;
           result.unlisted.push_back(item.path + "/");

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "contain/launch.h"
 #include "support.h"
 #include "sys/epoll_reactor.h"
@@ -35,6 +37,15 @@ class InertSignaller final : public Signaller {
   sys::Result<void> Signal(const sys::PidFd&, int) override { return {}; }
   sys::Result<void> KillCgroup(const CgroupDir&) override { return {}; }
 };
+
+int OpenFds() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
 
 Release RunTeardown(const Tree& tree, Signaller& signaller, TeardownMode mode,
                     TeardownOptions options) {
@@ -93,8 +104,10 @@ TEST_F(CgroupTeardownTest, ACooperativeTreeDiesOnSigtermWithinTheGrace) {
   ASSERT_TRUE(before);
   EXPECT_EQ(before->size(), 3u);
   RecordingSignaller signaller;
+  int fds = OpenFds();
   Release r = RunTeardown(tree, signaller, TeardownMode::kGraceful,
                           {std::chrono::seconds(20), std::chrono::seconds(10)});
+  EXPECT_EQ(OpenFds(), fds);  // every pidfd it pinned was closed
   EXPECT_TRUE(r.dead);
   EXPECT_FALSE(r.escalated);
   EXPECT_EQ(r.method, "cgroup2");

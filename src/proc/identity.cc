@@ -21,6 +21,55 @@ std::string_view MismatchName(Mismatch m) {
   return "unknown";
 }
 
+nlohmann::json ToJson(const Identity& id) {
+  return {
+      {"pid", id.pid}, {"ppid", id.ppid}, {"start_ticks", id.start_ticks}, {"boot_id", id.boot_id}};
+}
+
+std::expected<Identity, std::string> IdentityFromJson(const nlohmann::json& v) {
+  if (!v.is_object()) return std::unexpected("an identity is a JSON object");
+  for (const auto& [key, value] : v.items()) {
+    if (key != "pid" && key != "ppid" && key != "start_ticks" && key != "boot_id") {
+      return std::unexpected("unknown key \"" + key + "\" in the identity");
+    }
+  }
+  Identity id;
+  auto integer = [&](const char* key, int64_t min,
+                     int64_t max) -> std::expected<int64_t, std::string> {
+    if (!v.contains(key)) return std::unexpected(std::string("missing \"") + key + "\"");
+    const auto& x = v[key];
+    // A boolean is not a number, nor is 1.5.
+    if (!x.is_number_integer())
+      return std::unexpected(std::string("\"") + key + "\" must be an integer");
+    int64_t n = x.is_number_unsigned() && x.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                    ? -1
+                    : x.get<int64_t>();
+    if (n < min || n > max) return std::unexpected(std::string("\"") + key + "\" is out of range");
+    return n;
+  };
+  auto pid = integer("pid", 1, INT32_MAX);
+  if (!pid) return std::unexpected(pid.error());
+  auto ppid = integer("ppid", 0, INT32_MAX);
+  if (!ppid) return std::unexpected(ppid.error());
+  auto ticks = integer("start_ticks", 0, INT64_MAX);
+  if (!ticks) return std::unexpected(ticks.error());
+  if (!v.contains("boot_id") || !v["boot_id"].is_string() ||
+      v["boot_id"].get<std::string>().empty()) {
+    return std::unexpected("\"boot_id\" must be a non-empty string");
+  }
+  id.pid = static_cast<pid_t>(*pid);
+  id.ppid = static_cast<pid_t>(*ppid);
+  id.start_ticks = static_cast<uint64_t>(*ticks);
+  id.boot_id = v["boot_id"].get<std::string>();
+  return id;
+}
+
+std::expected<Identity, std::string> IdentityFromJsonText(std::string_view text) {
+  auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return std::unexpected("the identity is not valid JSON");
+  return IdentityFromJson(parsed);
+}
+
 sys::Result<std::string> BootId() {
   static const sys::Result<std::string> boot_id = []() -> sys::Result<std::string> {
     CORDON_ASSIGN_OR_RETURN(std::string text,

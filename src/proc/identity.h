@@ -6,6 +6,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <expected>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -32,6 +34,13 @@ enum class Mismatch {
 };
 
 std::string_view MismatchName(Mismatch m);
+
+// {"pid", "ppid", "start_ticks", "boot_id"}: the one shape every command
+// prints and accepts.
+nlohmann::json ToJson(const Identity& identity);
+// Parses that shape; the error names the offending key. Extra keys are errors.
+std::expected<Identity, std::string> IdentityFromJson(const nlohmann::json& value);
+std::expected<Identity, std::string> IdentityFromJsonText(std::string_view text);
 
 // /proc/sys/kernel/random/boot_id, read once per process.
 sys::Result<std::string> BootId();

@@ -81,6 +81,8 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   request.stdin_bytes = spec.stdin_bytes;
   request.rlimits = Rlimits(spec, grant_);
   request.cgroups = grant_.cgroups ? &*grant_.cgroups : nullptr;
+  request.exec_fd = options_.exec_fd;
+  request.exec_fd_is_script = options_.exec_fd_is_script;
 
   auto launched = contain::Launch(request);
   if (!launched) {

@@ -30,6 +30,11 @@ struct ExecutionOptions {
   std::function<void(StreamId, std::string_view)> on_output;
   // How long after SIGKILL death must be observed before survivors are named.
   std::chrono::milliseconds verify_timeout{5000};
+  // Run this already-open, verified file instead of looking argv[0] up
+  // (contain::LaunchRequest::exec_fd); the caller keeps it open until Start
+  // returns.
+  int exec_fd = -1;
+  bool exec_fd_is_script = false;
 };
 
 class Execution final {

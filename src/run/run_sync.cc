@@ -47,8 +47,7 @@ std::expected<SyncResult, contain::AdmitError> RunSync(const contain::Spec& spec
     if (!watched) return std::unexpected(Internal(watched.error()));
   }
   auto execution = Execution::Start(*reactor, store, signaller, std::move(*grant), spec,
-                                    ExecutionOptions{options.on_output, options.verify_timeout},
-                                    [&](RunResult r) {
+                                    options.execution, [&](RunResult r) {
                                       out.result = std::move(r);
                                       done = true;
                                     });

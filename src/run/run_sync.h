@@ -19,9 +19,8 @@
 namespace cordon::run {
 
 struct SyncOptions {
-  std::function<void(StreamId, std::string_view)> on_output;
+  ExecutionOptions execution;
   contain::Signaller* signaller = nullptr;  // null: the kernel's
-  std::chrono::milliseconds verify_timeout{5000};
   // SIGINT, SIGTERM and SIGHUP cancel the run (the CLI's Ctrl-C): they are
   // blocked while it runs and read from a signalfd.
   bool cancel_on_signals = false;

@@ -155,7 +155,7 @@ TEST_F(RunTest, WhenTeardownCannotKillTheGrantStaysActiveNamingSurvivors) {
   InertSignaller inert;
   SyncOptions options;
   options.signaller = &inert;
-  options.verify_timeout = milliseconds(200);
+  options.execution.verify_timeout = milliseconds(200);
   RunResult r = Run(s, options);
   EXPECT_EQ(r.outcome, Outcome::kTimedOut);
   EXPECT_FALSE(r.release.dead);

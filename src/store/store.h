@@ -68,7 +68,6 @@ class Store final {
 // The record as `cordon grants --json` shows it; the identity is
 // {"pid", "ppid", "start_ticks", "boot_id"}.
 nlohmann::json ToJson(const GrantRecord& grant);
-nlohmann::json ToJson(const proc::Identity& identity);
 
 // The state directory: `flag` if given, else $CORDON_STATE_DIR, else
 // /var/lib/cordon for root and $XDG_STATE_HOME/cordon (~/.local/state/cordon)
