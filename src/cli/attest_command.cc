@@ -11,7 +11,6 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/units.h"
-#include "closure/program.h"
 #include "closure/sha256.h"
 #include "proc/attest.h"
 #include "proc/signal_identity.h"
@@ -50,15 +49,8 @@ int Attest(const AttestArgs& a) {
   std::optional<closure::Verification> verified;
   if (a.Given("--closure")) {
     if (expect.exe_sha256) return bad("give --expect-exe-sha256 or --closure, not both");
-    if (!a.Given("--pin")) return bad("--closure needs --pin HEX");
-    if (!closure::IsSha256Hex(a.pin)) return bad("--pin: expected 64 lowercase hex digits");
-    auto v = closure::VerifyPinnedDir(a.closure, a.pin);
-    if (!v) return bad("--closure: " + v.error().message());
-    if (!v->ok()) {
-      const auto& f = v->failures.front();
-      return bad("--closure: " + a.closure +
-                 " does not verify: " + std::string(closure::RuleName(f.rule)) + ": " + f.message);
-    }
+    auto v = VerifyClosureOption(a.closure, a.Given("--pin"), a.pin);
+    if (!v) return bad(v.error());
     verified = std::move(*v);
     expect.closure = &*verified;
   }

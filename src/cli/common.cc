@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include "closure/program.h"
+#include "closure/sha256.h"
 #include "sys/fd.h"
 #include "sys/json_text.h"
 
@@ -33,6 +35,23 @@ std::optional<store::Store> OpenStore(std::string_view command,
     return std::nullopt;
   }
   return std::move(*store);
+}
+
+std::expected<closure::Verification, std::string> VerifyClosureOption(const std::string& dir,
+                                                                      bool pin_given,
+                                                                      const std::string& pin) {
+  if (!pin_given) return std::unexpected("--closure needs --pin HEX, the pin of its manifest");
+  if (!closure::IsSha256Hex(pin)) return std::unexpected("--pin: expected 64 lowercase hex digits");
+  auto v = closure::VerifyPinnedDir(dir, pin);
+  if (!v) return std::unexpected("--closure: " + v.error().message());
+  if (!v->ok()) {
+    const closure::Failure& f = v->failures.front();
+    std::string more =
+        v->failures.size() > 1 ? " (and " + std::to_string(v->failures.size() - 1) + " more)" : "";
+    return std::unexpected("--closure: " + dir + " does not verify: " +
+                           std::string(closure::RuleName(f.rule)) + ": " + f.message + more);
+  }
+  return std::move(*v);
 }
 
 std::optional<std::string> Given(const std::string& value, bool given) {

@@ -2,11 +2,13 @@
 // exit status for cordon's own failures.
 #pragma once
 
+#include <expected>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "closure/verify.h"
 #include "store/store.h"
 
 namespace cordon::cli {
@@ -24,6 +26,12 @@ void PrintJson(const nlohmann::json& value);
 // the default); prints the error and returns empty on failure.
 std::optional<store::Store> OpenStore(std::string_view command,
                                       const std::optional<std::string>& state_dir);
+
+// --closure DIR --pin HEX, as `run` and `attest` take them: the verified
+// closure, or a message naming the option and the first failing rule.
+std::expected<closure::Verification, std::string> VerifyClosureOption(const std::string& dir,
+                                                                      bool pin_given,
+                                                                      const std::string& pin);
 
 // "--state-dir" as an optional value from a CLI11 string that may be unset.
 std::optional<std::string> Given(const std::string& value, bool given);

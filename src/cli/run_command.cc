@@ -11,7 +11,6 @@
 #include "cli/common.h"
 #include "cli/units.h"
 #include "closure/program.h"
-#include "closure/sha256.h"
 #include "contain/probe.h"
 #include "run/run_sync.h"
 #include "sys/fd.h"
@@ -189,19 +188,8 @@ std::expected<closure::ClosureProgram, std::string> VerifyProgram(
   if (spec.shell)
     return std::unexpected(
         "--closure runs a program of the closure: give -- PROG ARGS, not --shell");
-  if (!a.Given("--pin"))
-    return std::unexpected("--closure needs --pin HEX, the pin of its manifest");
-  if (!closure::IsSha256Hex(a.pin))
-    return std::unexpected("--pin: expected 64 lowercase hex digits");
-  auto v = closure::VerifyPinnedDir(a.closure, a.pin);
-  if (!v) return std::unexpected("--closure: " + v.error().message());
-  if (!v->ok()) {
-    const closure::Failure& f = v->failures.front();
-    std::string more =
-        v->failures.size() > 1 ? " (and " + std::to_string(v->failures.size() - 1) + " more)" : "";
-    return std::unexpected("--closure: " + a.closure + " does not verify: " +
-                           std::string(closure::RuleName(f.rule)) + ": " + f.message + more);
-  }
+  auto v = VerifyClosureOption(a.closure, a.Given("--pin"), a.pin);
+  if (!v) return std::unexpected(v.error());
   verified = std::move(*v);
   auto program = closure::ResolveProgram(*verified, a.closure, spec.argv[0]);
   if (!program) {
