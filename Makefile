@@ -12,8 +12,8 @@ JOBS ?= $(shell nproc)
 # Build and test dependencies (docs/dependencies.md says why each is here).
 PACKAGES := cmake ninja-build g++ make pkg-config \
 	libsqlite3-dev nlohmann-json3-dev libcli11-dev libssl-dev \
-	libgtest-dev libgmock-dev \
-	python3 python3-pytest util-linux procps
+	libgtest-dev libgmock-dev libzmq3-dev \
+	python3 python3-pytest python3-ipykernel util-linux procps
 BENCH_PACKAGES := hyperfine bubblewrap
 
 .PHONY: deps build run test unit asan bench clean format
