@@ -21,10 +21,43 @@ std::set<std::string> Words(const std::string& text) {
   return words;
 }
 
-std::set<std::string> ReadWords(const std::string& path) {
-  auto text = sys::ReadFile(path);
-  return text ? Words(*text) : std::set<std::string>{};
-}
+class RealHost final : public CgroupHost {
+ public:
+  sys::Result<std::string> Read(const std::string& path) const override {
+    return sys::ReadFile(path);
+  }
+  sys::Result<void> Write(const std::string& path, std::string_view value) const override {
+    return sys::WriteFile(path, value);
+  }
+  sys::Result<void> MakeDirs(const std::string& path) const override {
+    return contain::MakeDirs(path);
+  }
+  bool Exists(const std::string& path) const override { return ::access(path.c_str(), F_OK) == 0; }
+  bool Writable(const std::string& path) const override {
+    return ::access(path.c_str(), W_OK) == 0;
+  }
+  bool Root() const override { return ::geteuid() == 0; }
+};
+
+// The planning steps, against one host.
+class Planner {
+ public:
+  explicit Planner(const CgroupHost& host) : host_(host) {}
+  void PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan& plan) const;
+  void PlanV1(const CgroupLayout& layout, const std::string& controller, const PlanOptions& options,
+              std::string& parent_out, std::string& problem_out, CgroupPlan& plan) const;
+
+ private:
+  std::set<std::string> ReadWords(const std::string& path) const {
+    auto text = host_.Read(path);
+    return text ? Words(*text) : std::set<std::string>{};
+  }
+  void Enable(const std::string& dir, const std::set<std::string>& controllers) const;
+  std::set<std::string> PrepareControllers(const std::string& mount,
+                                           const std::string& parent) const;
+
+  const CgroupHost& host_;
+};
 
 std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
@@ -36,9 +69,9 @@ std::string Join(const std::set<std::string>& items, std::string_view prefix) {
 
 // Asks `dir` to hand `controllers` to its children. Fails quietly: the
 // caller re-reads what its children actually got.
-void Enable(const std::string& dir, const std::set<std::string>& controllers) {
+void Planner::Enable(const std::string& dir, const std::set<std::string>& controllers) const {
   if (controllers.empty()) return;
-  (void)sys::WriteFile(dir + "/cgroup.subtree_control", Join(controllers, "+"));
+  (void)host_.Write(dir + "/cgroup.subtree_control", Join(controllers, "+"));
 }
 
 std::set<std::string> Missing(const std::set<std::string>& have) {
@@ -52,7 +85,8 @@ std::set<std::string> Missing(const std::set<std::string>& have) {
 // The limit controllers children of `parent` can use, enabling what the
 // rules allow: a group may hand controllers to its children only if it holds
 // no processes itself (the root group excepted).
-std::set<std::string> PrepareControllers(const std::string& mount, const std::string& parent) {
+std::set<std::string> Planner::PrepareControllers(const std::string& mount,
+                                                  const std::string& parent) const {
   std::set<std::string> available = ReadWords(parent + "/cgroup.controllers");
   std::set<std::string> wanted;
   for (const auto& c : Missing(available)) {
@@ -61,7 +95,7 @@ std::set<std::string> PrepareControllers(const std::string& mount, const std::st
   if (!wanted.empty()) {
     std::string up = Parent(parent);
     bool up_is_root = up == mount;
-    auto procs = sys::ReadFile(up + "/cgroup.procs");
+    auto procs = host_.Read(up + "/cgroup.procs");
     if (up_is_root || (procs && procs->empty())) {
       Enable(up, wanted);
       available = ReadWords(parent + "/cgroup.controllers");
@@ -80,22 +114,22 @@ std::set<std::string> PrepareControllers(const std::string& mount, const std::st
   return result;
 }
 
-void PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan& plan) {
+void Planner::PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan& plan) const {
   std::string parent =
       options.cgroup_root ? h.mount_point + *options.cgroup_root : h.own_dir + "/cordon";
-  if (auto made = MakeDirs(parent); !made) {
+  if (auto made = host_.MakeDirs(parent); !made) {
     plan.v2_problem = "cannot create the cgroup " + parent + ": " + made.error().message() +
-                      (::geteuid() != 0 ? " (not root, and the group this process runs in, " +
-                                              h.own_dir + ", is not delegated to it)"
-                                        : "");
+                      (!host_.Root() ? " (not root, and the group this process runs in, " +
+                                           h.own_dir + ", is not delegated to it)"
+                                     : "");
     return;
   }
-  if (::access((parent + "/cgroup.kill").c_str(), F_OK) != 0) {
+  if (!host_.Exists(parent + "/cgroup.kill")) {
     plan.v2_problem =
         "cgroup v2 at " + h.mount_point + " has no cgroup.kill (needs Linux 5.14 or later)";
     return;
   }
-  if (::access((parent + "/cgroup.procs").c_str(), W_OK) != 0) {
+  if (!host_.Writable(parent + "/cgroup.procs")) {
     plan.v2_problem = "cannot write " + parent + "/cgroup.procs";
     return;
   }
@@ -119,8 +153,8 @@ void PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan& plan) {
   bool tree_has_missing = false;
   for (const auto& c : missing) tree_has_missing |= in_tree.contains(c);
   std::string top = h.mount_point + "/cordon";
-  if (tree_has_missing && !options.cgroup_root && parent != top && ::geteuid() == 0) {
-    if (MakeDirs(top)) {
+  if (tree_has_missing && !options.cgroup_root && parent != top && host_.Root()) {
+    if (host_.MakeDirs(top)) {
       std::set<std::string> top_controllers = PrepareControllers(h.mount_point, top);
       if (top_controllers.size() > plan.v2_controllers.size()) {
         plan.notes.push_back("the supervisor's own group " + h.own_dir +
@@ -138,8 +172,9 @@ void PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan& plan) {
                             : " with controllers: " + Join(plan.v2_controllers, "")));
 }
 
-void PlanV1(const CgroupLayout& layout, const std::string& controller, const PlanOptions& options,
-            std::string& parent_out, std::string& problem_out, CgroupPlan& plan) {
+void Planner::PlanV1(const CgroupLayout& layout, const std::string& controller,
+                     const PlanOptions& options, std::string& parent_out, std::string& problem_out,
+                     CgroupPlan& plan) const {
   auto it = layout.v1.find(controller);
   if (it == layout.v1.end()) {
     problem_out = "no cgroup v1 " + controller + " hierarchy is mounted";
@@ -148,11 +183,11 @@ void PlanV1(const CgroupLayout& layout, const std::string& controller, const Pla
   const Hierarchy& h = it->second;
   std::string parent =
       options.cgroup_root ? h.mount_point + *options.cgroup_root : h.own_dir + "/cordon";
-  if (auto made = MakeDirs(parent); !made) {
+  if (auto made = host_.MakeDirs(parent); !made) {
     problem_out = "cannot create the cgroup " + parent + ": " + made.error().message();
     return;
   }
-  if (::access((parent + "/cgroup.procs").c_str(), W_OK) != 0) {
+  if (!host_.Writable(parent + "/cgroup.procs")) {
     problem_out = "cannot write " + parent + "/cgroup.procs";
     return;
   }
@@ -162,18 +197,25 @@ void PlanV1(const CgroupLayout& layout, const std::string& controller, const Pla
 
 }  // namespace
 
-CgroupPlan PlanCgroups(const CgroupLayout& layout, const PlanOptions& options) {
+const CgroupHost& ThisHost() {
+  static const RealHost host;
+  return host;
+}
+
+CgroupPlan PlanCgroups(const CgroupLayout& layout, const PlanOptions& options,
+                       const CgroupHost& host) {
   CgroupPlan plan;
+  Planner planner(host);
   if (layout.v2) {
-    PlanV2(*layout.v2, options, plan);
+    planner.PlanV2(*layout.v2, options, plan);
   } else {
     plan.v2_problem = "no cgroup v2 hierarchy is mounted";
   }
   if (!plan.v2_controllers.contains("memory")) {
-    PlanV1(layout, "memory", options, plan.v1_memory_parent, plan.v1_memory_problem, plan);
+    planner.PlanV1(layout, "memory", options, plan.v1_memory_parent, plan.v1_memory_problem, plan);
   }
   if (!plan.v2_controllers.contains("pids")) {
-    PlanV1(layout, "pids", options, plan.v1_pids_parent, plan.v1_pids_problem, plan);
+    planner.PlanV1(layout, "pids", options, plan.v1_pids_parent, plan.v1_pids_problem, plan);
   }
   return plan;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "contain/cgroup_layout.h"
@@ -37,9 +38,27 @@ struct PlanOptions {
   std::optional<std::string> cgroup_root;
 };
 
+// What planning observes of and does to the cgroup filesystem. The host's
+// is the only one in the binary; tests give a model of another kind of host
+// (a pure cgroup v2 one) to check the decisions made there.
+class CgroupHost {
+ public:
+  virtual ~CgroupHost() = default;
+  virtual sys::Result<std::string> Read(const std::string& path) const = 0;
+  virtual sys::Result<void> Write(const std::string& path, std::string_view value) const = 0;
+  virtual sys::Result<void> MakeDirs(const std::string& path) const = 0;
+  virtual bool Exists(const std::string& path) const = 0;
+  virtual bool Writable(const std::string& path) const = 0;
+  virtual bool Root() const = 0;  // the caller is root
+};
+
+// This host, as this process sees it.
+const CgroupHost& ThisHost();
+
 // Prepares the parent groups (mkdir -p, enable controllers where the rules
 // allow) and records what can be used. Idempotent; never moves a process.
-CgroupPlan PlanCgroups(const CgroupLayout& layout, const PlanOptions& options);
+CgroupPlan PlanCgroups(const CgroupLayout& layout, const PlanOptions& options,
+                       const CgroupHost& host = ThisHost());
 
 // Checks a --cgroup-root value: absolute, no "..", no empty or dot segments.
 std::optional<std::string> CgroupRootProblem(const std::string& root);

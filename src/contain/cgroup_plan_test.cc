@@ -1,0 +1,183 @@
+// Planning on a pure cgroup v2 host, against a model of its rules (this
+// project's machines are hybrid, so the real v2 controller paths cannot be
+// exercised here): a group's cgroup.controllers is what its parent's
+// cgroup.subtree_control enables; only the root, or a group with no
+// processes, may enable controllers for its children.
+#include "contain/cgroup_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace cordon::contain {
+namespace {
+
+class V2Model final : public CgroupHost {
+ public:
+  struct Group {
+    std::set<std::string> subtree;
+    int procs = 0;
+  };
+  static constexpr const char* kMount = "/sys/fs/cgroup";
+
+  V2Model(bool root, std::string delegated = "") : root_(root), delegated_(std::move(delegated)) {
+    groups_[kMount] = {};
+  }
+  void AddGroup(const std::string& dir, int procs, std::set<std::string> subtree = {}) {
+    groups_[dir] = Group{std::move(subtree), procs};
+  }
+  const Group& At(const std::string& dir) const { return groups_.at(dir); }
+
+  sys::Result<std::string> Read(const std::string& path) const override {
+    auto [dir, file] = Split(path);
+    auto it = groups_.find(dir);
+    if (it == groups_.end()) return sys::Fail("no " + dir, ENOENT);
+    if (file == "cgroup.controllers") return Join(Controllers(dir));
+    if (file == "cgroup.subtree_control") return Join(it->second.subtree);
+    if (file == "cgroup.procs") return it->second.procs > 0 ? std::string("4242\n") : "";
+    return sys::Fail("no " + path, ENOENT);
+  }
+  sys::Result<void> Write(const std::string& path, std::string_view value) const override {
+    auto [dir, file] = Split(path);
+    auto it = groups_.find(dir);
+    if (it == groups_.end() || file != "cgroup.subtree_control") return sys::Fail(path, ENOENT);
+    if (!root_ && !Delegated(dir)) return sys::Fail(path, EACCES);
+    if (dir != kMount && it->second.procs > 0) return sys::Fail(path, EBUSY);
+    std::set<std::string> available = Controllers(dir);
+    std::set<std::string> add;
+    for (std::string word : Words(std::string(value))) {
+      if (word.empty() || word[0] != '+' || !available.contains(word.substr(1))) {
+        return sys::Fail(path, ENOENT);
+      }
+      add.insert(word.substr(1));
+    }
+    it->second.subtree.insert(add.begin(), add.end());
+    return {};
+  }
+  sys::Result<void> MakeDirs(const std::string& path) const override {
+    std::string dir = kMount;
+    std::string rest = path.substr(dir.size());
+    size_t pos = 1;
+    while (pos < rest.size()) {
+      size_t end = std::min(rest.find('/', pos), rest.size());
+      dir += "/" + rest.substr(pos, end - pos);
+      pos = end + 1;
+      if (groups_.contains(dir)) continue;
+      if (!root_ && !Delegated(dir.substr(0, dir.rfind('/')))) return sys::Fail(dir, EACCES);
+      groups_[dir] = {};
+    }
+    return {};
+  }
+  bool Exists(const std::string& path) const override {
+    auto [dir, file] = Split(path);
+    return groups_.contains(dir) && (file != "cgroup.kill" || dir != kMount);
+  }
+  bool Writable(const std::string& path) const override {
+    return root_ || Delegated(Split(path).first);
+  }
+  bool Root() const override { return root_; }
+
+ private:
+  static std::pair<std::string, std::string> Split(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return {path.substr(0, slash), path.substr(slash + 1)};
+  }
+  static std::set<std::string> Words(const std::string& s) {
+    std::set<std::string> out;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t end = s.find_first_of(" \n", pos);
+      if (end == std::string::npos) end = s.size();
+      if (end > pos) out.insert(s.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    return out;
+  }
+  static std::string Join(const std::set<std::string>& items) {
+    std::string out;
+    for (const auto& i : items) out += (out.empty() ? "" : " ") + i;
+    return out + "\n";
+  }
+  std::set<std::string> Controllers(const std::string& dir) const {
+    if (dir == kMount) return {"cpu", "io", "memory", "pids"};
+    return groups_.at(dir.substr(0, dir.rfind('/'))).subtree;
+  }
+  bool Delegated(const std::string& dir) const {
+    return !delegated_.empty() && (dir == delegated_ || dir.starts_with(delegated_ + "/"));
+  }
+
+  bool root_;
+  std::string delegated_;
+  mutable std::map<std::string, Group> groups_;
+};
+
+CgroupLayout PureV2(const std::string& own_path) {
+  CgroupLayout l;
+  l.v2 = Hierarchy{2,
+                   {},
+                   V2Model::kMount,
+                   own_path,
+                   own_path == "/" ? V2Model::kMount : V2Model::kMount + own_path};
+  return l;
+}
+
+TEST(PureV2PlanTest, RootInAShellsGroupUsesAGroupAtTheTop) {
+  V2Model host(/*root=*/true);
+  host.AddGroup("/sys/fs/cgroup/user.slice", 0, {"memory", "pids"});
+  host.AddGroup("/sys/fs/cgroup/user.slice/session-1.scope", /*procs=*/1);
+  CgroupPlan plan = PlanCgroups(PureV2("/user.slice/session-1.scope"), {}, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/cordon");
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"memory", "pids"}));
+  ASSERT_FALSE(plan.notes.empty());
+  EXPECT_NE(plan.notes[0].find("no internal processes"), std::string::npos);
+  // The controllers really are handed to the grant groups below it.
+  EXPECT_EQ(host.At("/sys/fs/cgroup/cordon").subtree, (std::set<std::string>{"memory", "pids"}));
+  // Nothing was enabled in the shell's own group (it holds a process).
+  EXPECT_TRUE(host.At("/sys/fs/cgroup/user.slice/session-1.scope").subtree.empty());
+}
+
+TEST(PureV2PlanTest, AtTheRootGroupTheControllersComeDirectly) {
+  V2Model host(true);
+  CgroupPlan plan = PlanCgroups(PureV2("/"), {}, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/cordon");
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"memory", "pids"}));
+  EXPECT_TRUE(plan.v1_memory_parent.empty());  // no v1 needed
+}
+
+TEST(PureV2PlanTest, AnEmptyDelegatedGroupHandsItsControllersDown) {
+  // A non-root supervisor whose service group is delegated to it and holds
+  // no process of its own (it runs in a leaf beside cordon's groups).
+  V2Model host(/*root=*/false, "/sys/fs/cgroup/user.slice/cordon.service");
+  host.AddGroup("/sys/fs/cgroup/user.slice", 0, {"memory", "pids"});
+  host.AddGroup("/sys/fs/cgroup/user.slice/cordon.service", 0);
+  PlanOptions options;
+  options.cgroup_root = "/user.slice/cordon.service/runs";
+  CgroupPlan plan = PlanCgroups(PureV2("/user.slice/cordon.service/supervisor"), options, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/user.slice/cordon.service/runs");
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"memory", "pids"}));
+}
+
+TEST(PureV2PlanTest, AnUnprivilegedCallerWithoutDelegationGetsNoGroupAndIsToldWhy) {
+  V2Model host(/*root=*/false);
+  host.AddGroup("/sys/fs/cgroup/user.slice", 0, {"memory", "pids"});
+  host.AddGroup("/sys/fs/cgroup/user.slice/session-1.scope", 1);
+  CgroupPlan plan = PlanCgroups(PureV2("/user.slice/session-1.scope"), {}, host);
+  EXPECT_TRUE(plan.v2_parent.empty());
+  EXPECT_NE(plan.v2_problem.find("not delegated"), std::string::npos) << plan.v2_problem;
+  EXPECT_NE(plan.v1_memory_problem.find("no cgroup v1 memory"), std::string::npos);
+}
+
+TEST(PureV2PlanTest, RootInAShellGroupWithAnExplicitRootDoesNotMoveToTheTop) {
+  V2Model host(true);
+  host.AddGroup("/sys/fs/cgroup/user.slice", 0, {"memory", "pids"});
+  host.AddGroup("/sys/fs/cgroup/user.slice/session-1.scope", 1);
+  PlanOptions options;
+  options.cgroup_root = "/user.slice/session-1.scope/cordon";
+  CgroupPlan plan = PlanCgroups(PureV2("/user.slice/session-1.scope"), options, host);
+  // As asked, even though no controller can reach it: kill and membership only.
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/user.slice/session-1.scope/cordon");
+  EXPECT_TRUE(plan.v2_controllers.empty());
+}
+
+}  // namespace
+}  // namespace cordon::contain
