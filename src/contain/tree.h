@@ -65,9 +65,27 @@ class ProcessGroupTree final : public Tree {
   bool own_group_;
 };
 
-// The strongest tree available for a grant: its v2 group, else a v1 group,
-// else the process group of its main process.
+// The tree of a sandbox with a pid namespace: its init and everything in
+// the namespace. Killing the init kills the rest (the kernel does it), and
+// the init's exit completes only once every other process of the namespace
+// is gone: an exited init is a verified empty tree. Until then the init is
+// the one member teardown sees; it forwards SIGTERM to the command.
+class PidNamespaceTree final : public Tree {
+ public:
+  // `init` (the main process) must outlive the tree.
+  explicit PidNamespaceTree(const sys::PidFd& init) : init_(init) {}
+  std::string_view method() const override { return "pid_namespace"; }
+  sys::Result<std::vector<pid_t>> Members() const override;
+  sys::Result<bool> KillAll(Signaller& signaller) const override;
+
+ private:
+  const sys::PidFd& init_;
+};
+
+// The strongest tree available for a grant: its v2 group, else its pid
+// namespace (`ns_init`, when it has one), else a v1 group, else the process
+// group of its main process.
 std::unique_ptr<Tree> TreeFor(const GrantCgroups* cgroups, pid_t pgid, pid_t leader,
-                              uint64_t leader_start_ticks);
+                              uint64_t leader_start_ticks, const sys::PidFd* ns_init = nullptr);
 
 }  // namespace cordon::contain

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+
+#include "contain/pid_init.h"
 
 namespace cordon::run {
 namespace {
@@ -26,6 +29,8 @@ std::vector<contain::RlimitSetting> Rlimits(const contain::Spec& spec,
   if (l.pids && grant.Mechanism(Capability::kProcessCount) == "rlimit") {
     put(RLIMIT_NPROC, *l.pids, *l.pids);
   }
+  // A core dump would write the sandbox's memory where the host decides.
+  if (grant.isolation) put(RLIMIT_CORE, 0, 0);
   return out;
 }
 
@@ -81,8 +86,36 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   request.stdin_bytes = spec.stdin_bytes;
   request.rlimits = Rlimits(spec, grant_);
   request.cgroups = grant_.cgroups ? &*grant_.cgroups : nullptr;
+  if (spec.isolation.network == contain::Network::kHost && spec.isolation.enabled()) {
+    result_.warnings.push_back(
+        "--network host: the command shares the host's network (no network namespace)");
+  }
 
-  auto launched = contain::Launch(request);
+  sys::Result<void> prepared;
+  if (grant_.isolation) {
+    const contain::GrantIsolation& g = *grant_.isolation;
+    std::error_code ec;
+    contain::SandboxRequest sr;
+    sr.spec = &spec.isolation;
+    sr.workspace = spec.workspace ? spec.workspace->string()
+                                  : std::filesystem::current_path(ec).string();
+    sr.namespaces = g.namespaces;
+    sr.seccomp = g.seccomp;
+    sr.landlock_abi = g.landlock_abi;
+    sr.outside_uid = g.outside_uid;
+    sr.outside_gid = g.outside_gid;
+    sr.lease_fd = g.lease ? g.lease->lock_fd() : -1;
+    auto sandbox = contain::Sandbox::Prepare(sr);
+    if (sandbox) {
+      sandbox_.emplace(std::move(*sandbox));
+      request.sandbox = &*sandbox_;
+    } else {
+      prepared = std::unexpected(sandbox.error().Context("prepare the sandbox"));
+    }
+  }
+
+  auto launched = prepared ? contain::Launch(request)
+                           : sys::Result<contain::Launched>(std::unexpected(prepared.error()));
   if (!launched) {
     // Nothing was spawned (or the one child was killed and reaped).
     if (grant_.cgroups) (void)grant_.cgroups->Remove();
@@ -95,13 +128,18 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
     return std::unexpected(launched.error().Context("launch"));
   }
   child_ = std::move(*launched);
+  if (sandbox_) {
+    for (const auto& note : sandbox_->notes()) result_.warnings.push_back(note);
+  }
   if (auto recorded = store_.RecordStart(grant_.id, child_.identity, child_.pgid); !recorded) {
     result_.warnings.push_back("the grant's process could not be recorded in the store: " +
                                recorded.error().message());
   }
 
+  bool pid_namespace = sandbox_ && sandbox_->namespaced();
   tree_ = contain::TreeFor(grant_.cgroups ? &*grant_.cgroups : nullptr, child_.pgid,
-                           child_.identity.pid, child_.identity.start_ticks);
+                           child_.identity.pid, child_.identity.start_ticks,
+                           pid_namespace ? &child_.pidfd : nullptr);
   CORDON_ASSIGN_OR_RETURN(
       teardown_,
       contain::Teardown::Create(reactor_, *tree_, signaller_,
@@ -152,13 +190,26 @@ void Execution::OnReadable(Pipe& p) {
 void Execution::OnMainExit() {
   auto reaped = child_.pidfd.TryReap();
   if (!reaped || !*reaped) return;  // spurious wake-up
-  exit_ = **reaped;
-  exited_at_ = std::chrono::steady_clock::now();
+  TakeExit(**reaped);
   reactor_.Unwatch(child_.pidfd.fd());
   watching_child_ = false;
   // What the main process left behind is torn down at once: a leftover
   // holding the pipes must not keep the run open until the deadline.
   StartTeardown(Stop::kMainExited);
+}
+
+void Execution::TakeExit(sys::ChildExit exit) {
+  if (child_.init_report) {
+    if (auto command = contain::ReadInitReport(child_.init_report.get())) {
+      // The usage stays the init's: it covers everything it reaped.
+      exit.signaled = command->signaled;
+      exit.status = command->status;
+      exit.core_dumped = command->core_dumped;
+    }
+    child_.init_report.reset();
+  }
+  exit_ = exit;
+  exited_at_ = std::chrono::steady_clock::now();
 }
 
 void Execution::OnDeadline() {
@@ -186,10 +237,7 @@ void Execution::OnReleased(const contain::Release& release) {
   result_.release = release;
   if (!exit_) {
     // Dead means the main process has exited too: reap it now.
-    if (auto reaped = child_.pidfd.TryReap(); reaped && *reaped) {
-      exit_ = **reaped;
-      exited_at_ = std::chrono::steady_clock::now();
-    }
+    if (auto reaped = child_.pidfd.TryReap(); reaped && *reaped) TakeExit(**reaped);
   }
   if (exit_ && watching_child_) {
     reactor_.Unwatch(child_.pidfd.fd());

@@ -50,7 +50,9 @@ json ToJson(const RunResult& r) {
   if (r.setup_error) {
     setup_error = {{"step", contain::SetupStepName(r.setup_error->step)},
                    {"errno", sys::ErrnoName(r.setup_error->err)},
-                   {"message", std::strerror(r.setup_error->err)}};
+                   {"message", std::strerror(r.setup_error->err)},
+                   {"detail", r.setup_error->detail.empty() ? json()
+                                                            : json(r.setup_error->detail)}};
   }
   return {
       {"grant", ToJson(r.grant)},

@@ -13,67 +13,13 @@
 #include <sstream>
 #include <thread>
 
+#include "cordon_process.h"
 #include "support.h"
-
-extern char** environ;
 
 namespace cordon::testing {
 namespace {
 
 using nlohmann::json;
-
-struct Ran {
-  int status = -1;  // exit status, or 128+N when killed by signal N
-  std::string out;
-  std::string err;
-  struct rusage usage {};
-  json Json() const { return json::parse(out); }
-};
-
-class Cordon {
- public:
-  // Starts cordon with `args`; stdout and stderr go to files.
-  Cordon(std::vector<std::string> args, const std::string& stdin_text = "",
-         std::vector<std::string> prefix = {})
-      : out_(dir_ / "out"), err_(dir_ / "err") {
-    std::string in_path = dir_ / "in";
-    {
-      int fd = ::open(in_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      (void)!::write(fd, stdin_text.data(), stdin_text.size());
-      ::close(fd);
-    }
-    std::vector<std::string> argv = prefix;
-    argv.push_back(CORDON_BINARY);
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, in_path.c_str(), O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    ::chmod(dir_.path().c_str(), 0777);  // an unprivileged cordon writes here too
-    int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    EXPECT_EQ(rc, 0);
-  }
-  pid_t pid() const { return pid_; }
-  Ran Wait() {
-    Ran r;
-    int status = 0;
-    ::wait4(pid_, &status, 0, &r.usage);
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(out_);
-    r.err = Slurp(err_);
-    return r;
-  }
-
- private:
-  TempDir dir_;
-  std::string out_, err_;
-  pid_t pid_ = -1;
-};
 
 class CliTest : public ::testing::Test {
  protected:
@@ -140,8 +86,10 @@ TEST_F(CliTest, TheEnvironmentIsExactlyWhatWasDeclared) {
 
 TEST_F(CliTest, ATimedOutGrandchildIsDead) {
   std::string pidfile = work_ / "gc.pid";
-  Ran r = Run(
-      {"--timeout", "0.3", "--json", "--shell", "sleep 60 & echo $! > " + pidfile + "; sleep 60"});
+  // Host pids and a host path: the foundation's mechanics (isolated runs:
+  // escape_test.cc).
+  Ran r = Run({"--isolation", "none", "--timeout", "0.3", "--json", "--shell",
+               "sleep 60 & echo $! > " + pidfile + "; sleep 60"});
   EXPECT_EQ(r.status, 124);
   json j = r.Json();
   EXPECT_EQ(j["outcome"], "timed_out");
@@ -174,7 +122,8 @@ TEST_F(CliTest, ALeftoverHoldingStdoutDoesNotHoldTheRun) {
 
 TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
   std::string pidfile = work_ / "gc.pid";
-  Cordon c(RunArgs({"--json", "--shell", "sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+  Cordon c(RunArgs({"--isolation", "none", "--json", "--shell",
+                    "sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
   auto pid = ReadPidFile(pidfile);
   ASSERT_TRUE(pid);
   ::kill(c.pid(), SIGINT);
@@ -188,7 +137,8 @@ TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
 
 TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   std::string pidfile = work_ / "gc.pid";
-  Cordon c(RunArgs({"--shell", "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+  Cordon c(RunArgs({"--isolation", "none", "--shell",
+                    "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
   auto grandchild = ReadPidFile(pidfile);
   ASSERT_TRUE(grandchild);
   ::kill(c.pid(), SIGKILL);
@@ -219,8 +169,10 @@ TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   EXPECT_NE(again.out.find("nothing to reap"), std::string::npos);
 }
 
-// As an ordinary user: no cgroup is writable, so the tree is a process
-// group (degraded) and a memory limit is refused unless permissive.
+// As an ordinary user: no cgroup is writable, so without isolation the
+// tree is a process group (degraded), and a memory limit is refused unless
+// permissive. (With isolation the pid namespace holds the tree:
+// escape_test.cc.)
 class UnprivilegedCliTest : public CliTest {
  protected:
   void SetUp() override {
@@ -240,7 +192,7 @@ class UnprivilegedCliTest : public CliTest {
 };
 
 TEST_F(UnprivilegedCliTest, TheTreeIsDegradedAndSaysWhy) {
-  Ran r = AsNobody({"--json", "--", "/usr/bin/id", "-u"});
+  Ran r = AsNobody({"--isolation", "none", "--json", "--", "/usr/bin/id", "-u"});
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   json j = r.Json();
   EXPECT_EQ(j["stdout"], "65534\n");
@@ -270,11 +222,15 @@ TEST_F(UnprivilegedCliTest, AMemoryLimitIsRefusedUnlessPermissive) {
     memory_degraded |= d["capability"] == "memory";
   }
   EXPECT_TRUE(memory_degraded) << permissive.out;
-  EXPECT_EQ(AsNobody({"--require", "process_tree", "--", "/bin/true"}).status, 125);
+  EXPECT_EQ(AsNobody({"--isolation", "none", "--require", "process_tree", "--", "/bin/true"}).status,
+            125);
+  // With isolation (the default) the pid namespace holds the tree.
+  EXPECT_EQ(AsNobody({"--require", "process_tree", "--", "/bin/true"}).status, 0);
 }
 
 TEST_F(UnprivilegedCliTest, AProcessLimitIsEnforcedThroughRlimitNproc) {
-  Ran r = AsNobody({"--pids", "20", "--json", "--", CORDON_HELPERS_DIR "/fork_loop", "500"});
+  Ran r = AsNobody({"--isolation", "none", "--pids", "20", "--json", "--",
+                    CORDON_HELPERS_DIR "/fork_loop", "500"});
   ASSERT_EQ(r.status, 0) << r.err;
   json j = r.Json();
   EXPECT_EQ(j["grant"]["mechanisms"]["process_count"], "rlimit");
