@@ -280,6 +280,7 @@ int Execute(const RunArgs& a) {
   if (!store) return kExitCordonFailed;
   contain::ProbeOptions probe_options;
   if (a.Given("--cgroup-root")) probe_options.cgroups.cgroup_root = a.cgroup_root;
+  probe_options.isolation = spec.isolation.enabled();
   auto probe = contain::ProbeHost(probe_options);
   if (!probe) {
     PrintError(kName, "cannot probe this host: " + probe.error().message());

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -168,6 +169,8 @@ int Exec(const ChildPlan& p) {
   Report(p, SetupStep::kExec, Exec(p));  // returns only on failure
 }
 
+int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan)); }
+
 // The setup checklist. Without namespaces (isolation none, or Landlock
 // alone) the child goes straight on to be the command. With them it is
 // pid 1 of a new pid namespace: it builds the sandbox's world as root of
@@ -187,9 +190,13 @@ int Exec(const ChildPlan& p) {
     Report(p, SetupStep::kMounts, err, failed_mount);
   }
   CORDON_STEP(SetupStep::kInit, BlockInitSignals());
-  pid_t command = ::_Fork();
+  // The command shares the init's memory until its execve (CLONE_VM |
+  // CLONE_VFORK, as posix_spawn does): no copy of the page tables of what
+  // is a copy of the whole supervisor. Its steps only touch this stack.
+  alignas(16) static char command_stack[64 * 1024];
+  pid_t command = ::clone(CommandEntry, command_stack + sizeof command_stack,
+                          CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&p));
   if (command < 0) Report(p, SetupStep::kInit, errno);
-  if (command == 0) CommandMain(p);
   RunInit(command, p.status_fd, p.lease_fd, p.seccomp);
 }
 #undef CORDON_STEP
@@ -421,6 +428,9 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   }
 
   auto finish = [&]() -> sys::Result<void> {
+    // The child is ours and unreaped, so its pid cannot be recycled yet.
+    CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
+    if (request.on_started) request.on_started(launched.identity, launched.pgid);
     // EOF means execve succeeded (the pipe is close-on-exec); a record
     // means a step failed. Child setup is short and cannot block on us.
     SetupRecord record{};
@@ -432,8 +442,6 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
         launched.setup_error->detail = sandbox->mounts()->Describe(static_cast<size_t>(record.index));
       }
     }
-    // The child is ours and unreaped, so its pid cannot be recycled yet.
-    CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
     CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(out.read.get()));
     CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(err.read.get()));
     return {};

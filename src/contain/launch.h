@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,10 @@ struct LaunchRequest {
   // The file behind exec_fd is a "#!" script: its interpreter reads it
   // through /dev/fd/N, so the descriptor stays open across execve.
   bool exec_fd_is_script = false;
+  // Called once the main process exists, before its setup is waited for:
+  // what the caller records about it (the store) overlaps the child's
+  // setup instead of following it. Optional.
+  std::function<void(const proc::Identity&, pid_t pgid)> on_started;
   // Isolation, prepared by the caller (null: none). With namespaces the
   // main process is the pid namespace's init, and the command its child.
   Sandbox* sandbox = nullptr;

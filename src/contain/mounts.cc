@@ -109,16 +109,16 @@ MountPlan MountPlan::Build(const MountRequest& r) {
       plan.read_only_.push_back(dir);
     }
   }
-  // Secrets beneath them: a file is covered by /dev/null on a nodev mount
-  // (opening it fails), a directory by an empty read-only tmpfs.
+  // Secrets beneath them: a file is covered by the host's /dev/null (it
+  // reads as empty, writes go nowhere), a directory by an empty read-only
+  // tmpfs.
   for (const auto& path : r.hidden_paths) {
     bool visible = std::any_of(plan.read_only_.begin(), plan.read_only_.end(),
                                [&](const std::string& d) { return path.starts_with(d + "/"); });
     struct stat st {};
     if (!visible || ::lstat(path.c_str(), &st) != 0) continue;
     if (S_ISREG(st.st_mode)) {
-      plan.Add(MountStep::Op::kBind, old_root + "/dev/null", path, 0,
-               kReadOnly | MOUNT_ATTR_NOEXEC);
+      plan.Add(MountStep::Op::kBind, old_root + "/dev/null", path);
     } else if (S_ISDIR(st.st_mode)) {
       plan.Add(MountStep::Op::kTmpfs, "size=4k,nr_inodes=1,mode=000", path,
                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
@@ -142,8 +142,8 @@ MountPlan MountPlan::Build(const MountRequest& r) {
   for (const char* dev : kDevices) {
     std::string target = std::string("/dev/") + dev;
     plan.Add(MountStep::Op::kFile, "", target, 0, 0, 0444);
-    plan.Add(MountStep::Op::kBind, old_root + target, target, 0,
-             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    // As the host has them: nosuid and noexec mean nothing for a device.
+    plan.Add(MountStep::Op::kBind, old_root + target, target);
   }
   plan.EnsureDir("/dev/pts");
   plan.Add(MountStep::Op::kDevpts, "newinstance,ptmxmode=0666,mode=620", "/dev/pts");

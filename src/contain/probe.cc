@@ -222,10 +222,14 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
     probe.cgroups.v1_memory_problem = probe.cgroups.v2_problem;
     probe.cgroups.v1_pids_problem = probe.cgroups.v2_problem;
   }
-  probe.isolation.namespaces = ProbeNamespaces();
-  probe.isolation.landlock_abi = LandlockAbi();
-  probe.isolation.seccomp = SeccompAvailable();
-  probe.isolation.map_ids = CanMapIdRange(kDefaultIdRange);
+  if (options.isolation) {
+    probe.isolation.namespaces = ProbeNamespaces();
+    probe.isolation.landlock_abi = LandlockAbi();
+    probe.isolation.seccomp = SeccompAvailable();
+    probe.isolation.map_ids = CanMapIdRange(kDefaultIdRange);
+  } else {
+    probe.isolation.namespaces.problem = "not probed (no isolation was asked for)";
+  }
   bool nproc = NprocLimitEffective();
   probe.capabilities =
       ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0);

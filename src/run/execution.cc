@@ -114,6 +114,14 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
     }
   }
 
+  // Recorded while the child sets itself up (the store write is one of
+  // the slower parts of a run).
+  request.on_started = [this](const proc::Identity& identity, pid_t pgid) {
+    if (auto recorded = store_.RecordStart(grant_.id, identity, pgid); !recorded) {
+      result_.warnings.push_back("the grant's process could not be recorded in the store: " +
+                                 recorded.error().message());
+    }
+  };
   auto launched = prepared ? contain::Launch(request)
                            : sys::Result<contain::Launched>(std::unexpected(prepared.error()));
   if (!launched) {
@@ -130,10 +138,6 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   child_ = std::move(*launched);
   if (sandbox_) {
     for (const auto& note : sandbox_->notes()) result_.warnings.push_back(note);
-  }
-  if (auto recorded = store_.RecordStart(grant_.id, child_.identity, child_.pgid); !recorded) {
-    result_.warnings.push_back("the grant's process could not be recorded in the store: " +
-                               recorded.error().message());
   }
 
   bool pid_namespace = sandbox_ && sandbox_->namespaced();
