@@ -7,7 +7,12 @@
 #     limits, under bwrap's minimal invocation, under systemd-run --scope
 #     (each peer only where it runs on this host);
 #  2. teardown: from the deadline to verified death of a 50-process tree
-#     whose members half escaped with setsid(), as cordon reports it.
+#     whose members half escaped with setsid(), as cordon reports it;
+#  3. isolation, side by side: cordon --isolation standard against
+#     bwrap --unshare-all, firejail and unshare (where they run), and bare
+#     /bin/true;
+#  4. where a sandboxed launch spends its time, per setup step
+#     (cordon_setup_steps).
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -70,3 +75,51 @@ label = 'SIGTERM, members cooperate' if '$mode' == 'term' else 'SIGKILL at once 
 print(f'{label:32} median {statistics.median(v)/1000:.2f} ms  min {v[0]/1000:.2f}  max {v[-1]/1000:.2f}  (n={len(v)}, verified dead each time)')
 "
 done
+
+echo
+echo "== isolation side by side, $runs runs each, interleaved warm-up"
+iso_cmds=("/bin/true"
+          "$cordon run --state-dir $state -- /bin/true"
+          "$cordon run --state-dir $state --isolation none -- /bin/true")
+iso_names=("bare /bin/true" "cordon run (standard: all of it)" "cordon run --isolation none")
+bwrap_all="bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true"
+if $bwrap_all 2>/dev/null; then
+  iso_cmds+=("$bwrap_all"); iso_names+=("bwrap --unshare-all")
+else
+  echo "(bwrap --unshare-all does not run here: left out)"
+fi
+if firejail --quiet --noprofile --net=none /bin/true 2>/dev/null; then
+  iso_cmds+=("firejail --quiet --noprofile --net=none /bin/true"); iso_names+=("firejail --net=none")
+else
+  echo "(firejail does not run here: left out)"
+fi
+unshare_cmd="unshare --user --map-root-user --pid --fork --mount-proc --net /bin/true"
+if $unshare_cmd 2>/dev/null; then
+  iso_cmds+=("$unshare_cmd"); iso_names+=("unshare user+pid+net")
+else
+  echo "(unshare does not run here: left out)"
+fi
+hyperfine -N --style none --warmup 30 --runs "${ISO_RUNS:-180}" --export-json "$work/isolation.json" "${iso_cmds[@]}" >/dev/null 2>&1
+/usr/bin/python3 - "$work/isolation.json" "${iso_names[@]}" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+names = sys.argv[2:]
+base = results[0]["median"]
+cordon = results[1]["median"]
+print(f"{'command':40} {'median ms':>10} {'vs bare':>8} {'vs cordon':>10}")
+for name, r in zip(names, results):
+    m = r["median"]
+    print(f"{name:40} {m*1000:10.3f} {m/base:8.2f} {m/cordon:10.2f}")
+bwrap = [r["median"] for n, r in zip(names, results) if n.startswith("bwrap")]
+if bwrap:
+    print(f"target: cordon standard at least 2x faster than bwrap --unshare-all: "
+          f"{bwrap[0]/cordon:.2f}x ({'met' if bwrap[0] >= 2 * cordon else 'not met'})")
+PY
+
+steps="$build/cordon_setup_steps"
+if [[ ! -x $steps ]]; then
+  cmake --build "$build" --target cordon_setup_steps >/dev/null
+fi
+echo
+echo "== where a sandboxed launch spends its time"
+"$steps" "${STEP_RUNS:-200}"

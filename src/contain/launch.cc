@@ -56,7 +56,7 @@ struct ChildPlan {
   int sync_peer_fd;  // the supervisor's end: closed here, so that its EOF can be seen
   int status_fd;    // the init reports the command's exit here
   int lease_fd;     // the sandbox's outside id, held by the init
-  bool loopback;
+  bool new_network;  // a network namespace of its own, with lo up
   const MountStep* mounts;
   size_t mount_count;
   const char* cwd;  // set: chdir here (the sandbox's view) instead of workspace_fd
@@ -181,10 +181,12 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
   CORDON_STEP(SetupStep::kSession, NewSession());
   if (!p.namespaced) CommandMain(p);
 
+  // First, while the supervisor writes the id maps: the network namespace
+  // is the slowest to make and needs no mapping.
+  if (p.new_network) CORDON_STEP(SetupStep::kNetwork, NewNetwork());
   ::close(p.sync_peer_fd);
   CORDON_STEP(SetupStep::kUserNamespace, AwaitIdMaps(p.sync_fd));
   CORDON_STEP(SetupStep::kHostname, SetHostname(kHostname));
-  if (p.loopback) CORDON_STEP(SetupStep::kLoopback, BringUpLoopback());
   int failed_mount = -1;
   if (int err = BuildRoot(p.mounts, p.mount_count, &failed_mount); err != 0) {
     Report(p, SetupStep::kMounts, err, failed_mount);
@@ -266,8 +268,8 @@ std::string_view SetupStepName(SetupStep step) {
       return "user_namespace";
     case SetupStep::kHostname:
       return "hostname";
-    case SetupStep::kLoopback:
-      return "loopback";
+    case SetupStep::kNetwork:
+      return "network";
     case SetupStep::kMounts:
       return "mounts";
     case SetupStep::kInit:
@@ -372,7 +374,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .sync_peer_fd = sync.write.get(),
       .status_fd = status.write.get(),
       .lease_fd = sandbox != nullptr ? sandbox->lease_fd() : -1,
-      .loopback = namespaced && (sandbox->clone_flags() & CLONE_NEWNET) != 0,
+      .new_network = namespaced && sandbox->new_network(),
       .mounts = namespaced ? sandbox->mounts()->steps() : nullptr,
       .mount_count = namespaced ? sandbox->mounts()->size() : 0,
       .cwd = namespaced ? kSandboxWorkspace : nullptr,

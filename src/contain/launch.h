@@ -34,9 +34,9 @@ enum class SetupStep : int32_t {
   kExec,
   // With isolation (numbered after the foundation's, whose values are in
   // records already):
+  kNetwork,        // a new network namespace, `lo` up
   kUserNamespace,  // wait for the id maps, become root of the namespace
   kHostname,       // "cordon" (UTS namespace)
-  kLoopback,       // `lo` up in the new network namespace
   kMounts,         // the new root: binds, /proc, /dev, /tmp, pivot_root
   kInit,           // the pid namespace's init forks the command
   kCapabilities,   // drop every capability, lock securebits

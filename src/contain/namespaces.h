@@ -14,19 +14,20 @@
 
 namespace cordon::contain {
 
-// The clone3 flags of a sandbox: every namespace, the network one unless
-// the host's network was asked for.
-uint64_t SandboxCloneFlags(Network network);
+// The clone3 flags of a sandbox: user, mount, pid, IPC and UTS namespaces.
+// The network namespace is made by the child itself (NewNetwork): it is
+// the slowest to make, and made there it overlaps with the supervisor's
+// writing of the id maps instead of delaying clone3.
+uint64_t SandboxCloneFlags();
 
 struct NamespaceSupport {
-  bool available = false;  // a user namespace with a mount namespace in it can be made and used
+  bool available = false;  // a user namespace can be made (the others follow from it)
   std::string problem;     // why not: what was tried and what the kernel said
   bool network = false;    // network namespaces are not switched off (max_net_namespaces)
 };
 
-// Tries it: a short-lived child in new user, mount, pid, IPC and UTS
-// namespaces that changes a mount's propagation (which needs the
-// capabilities the namespace grants). ~0.1 ms.
+// Tries it: the settings that switch user namespaces off, then a
+// short-lived child in a new user namespace.
 NamespaceSupport ProbeNamespaces();
 
 // Whether this process may map sandboxes to ids of `range` (root with
@@ -54,7 +55,8 @@ sys::Result<sys::UniqueFd> MakeUserNamespace(uint32_t inside_uid, uint32_t outsi
 // means it gave up), then becomes uid and gid 0 of the namespace.
 int AwaitIdMaps(int sync_fd);
 int SetHostname(const char* name);
-// A new network namespace has `lo`, down.
-int BringUpLoopback();
+// A new network namespace (the child holds CAP_NET_ADMIN in its user
+// namespace from the start, mapped or not) with `lo` up: it starts down.
+int NewNetwork();
 
 }  // namespace cordon::contain

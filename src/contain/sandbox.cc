@@ -24,7 +24,8 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
   bool tcp_refused = false;
 
   if (r.namespaces) {
-    s.clone_flags_ = SandboxCloneFlags(spec.network);
+    s.clone_flags_ = SandboxCloneFlags();
+    s.new_network_ = spec.network == Network::kNone;
     MountRequest m{spec.system_dirs, spec.hidden_paths, spec.binds, r.workspace, -1,
                    spec.tmp_size_bytes};
     // The workspace appears owned by the sandbox's root through an

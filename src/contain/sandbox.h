@@ -43,6 +43,8 @@ class Sandbox final {
   // clone3 flags: the namespaces, or 0 (Landlock and seccomp only).
   uint64_t clone_flags() const { return clone_flags_; }
   bool namespaced() const { return clone_flags_ != 0; }
+  // A network namespace of its own (not --network host).
+  bool new_network() const { return new_network_; }
   const MountPlan* mounts() const { return mounts_ ? &*mounts_ : nullptr; }
   const LandlockPlan* landlock() const { return landlock_plan_; }
   const struct sock_fprog* seccomp() const { return filter_ ? filter_->program() : nullptr; }
@@ -61,6 +63,7 @@ class Sandbox final {
   Sandbox() = default;
 
   uint64_t clone_flags_ = 0;
+  bool new_network_ = false;
   uint32_t outside_uid_ = 0;
   uint32_t outside_gid_ = 0;
   int lease_fd_ = -1;

@@ -441,6 +441,26 @@ TEST_P(EscapeTest, AKilledSupervisorsSandboxIsReaped) {
   EXPECT_TRUE(LiveProcessesWith(marker).empty()) << reap.out;
 }
 
+// As root, the workspace is idmapped: its owner, whoever that is, is the
+// sandbox's root, and what the sandbox creates belongs to that owner.
+TEST(IdmappedWorkspaceTest, AWorkspaceOwnedBySomeoneElseStaysTheirs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "idmapped mounts need root";
+  TempDir state, work;
+  ASSERT_EQ(::chown(work.path().c_str(), 12345, 23456), 0);
+  ::chmod(work.path().c_str(), 0755);
+  Ran r = Cordon({"run", "--state-dir", state.path(), "--cgroup-root", CgroupRoot(), "--workspace",
+                  work.path(), "--json", "--shell", "stat -c '%u %g' /workspace; echo x > made"})
+              .Wait();
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  json j = json::parse(r.out);
+  EXPECT_TRUE(j["warnings"].empty()) << j["warnings"];  // idmapping worked
+  EXPECT_EQ(j["stdout"], "0 0\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((work / "made").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 12345u);
+  EXPECT_EQ(st.st_gid, 23456u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Callers, EscapeTest,
                          ::testing::Values(Caller::kRoot, Caller::kNobody, Caller::kRestricted),
                          CallerName);
