@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   variant("namespaces but the network one, mounts, all the rest",
           [](contain::IsolationSpec& s, auto&) { s.network = contain::Network::kHost; });
   variant("standard: all namespaces, mounts, Landlock, seccomp", [](auto&, auto&) {});
-  variant("standard without Landlock", [](auto&, contain::SandboxRequest& r) { r.landlock_abi = 0; });
+  variant("standard without Landlock",
+          [](auto&, contain::SandboxRequest& r) { r.landlock_abi = 0; });
   variant("standard without seccomp", [](auto&, contain::SandboxRequest& r) { r.seccomp = false; });
   variant("standard with only /usr shown (fewer mounts)", [](contain::IsolationSpec& s, auto&) {
     s.system_dirs = {"/usr"};

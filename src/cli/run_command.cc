@@ -111,7 +111,8 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
   if (a.Given("--policy")) {
     auto text = sys::ReadFile(a.policy, 1 << 20);
     if (!text) return "--policy: " + text.error().message();
-    if (auto bad = contain::ApplyPolicy(*text, spec)) return "--policy " + a.policy + ": " + bad->message();
+    if (auto bad = contain::ApplyPolicy(*text, spec))
+      return "--policy " + a.policy + ": " + bad->message();
   }
   contain::IsolationSpec& iso = spec.isolation;
   if (a.Given("--isolation")) {
@@ -124,8 +125,8 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
     if (!network) return "--network: '" + a.network + "' is not none or host";
     iso.network = *network;
   }
-  for (auto [option, list, writable] : {std::tuple{"--ro-bind", &a.ro_binds, false},
-                                        std::tuple{"--bind", &a.binds, true}}) {
+  for (auto [option, list, writable] :
+       {std::tuple{"--ro-bind", &a.ro_binds, false}, std::tuple{"--bind", &a.binds, true}}) {
     if (!a.Given(option)) continue;
     std::erase_if(iso.binds, [&](const contain::Bind& b) { return b.writable == writable; });
     for (const auto& text : *list) {
@@ -409,10 +410,10 @@ Command AddRunCommand(CLI::App& app) {
                       "repeatable")
           ->type_name("SRC[:DST]")
           ->allow_extra_args(false);
-  a.options["--bind"] = cmd->add_option("--bind", a.binds,
-                                        "Show host path SRC read-write at DST inside; repeatable")
-                            ->type_name("SRC[:DST]")
-                            ->allow_extra_args(false);
+  a.options["--bind"] =
+      cmd->add_option("--bind", a.binds, "Show host path SRC read-write at DST inside; repeatable")
+          ->type_name("SRC[:DST]")
+          ->allow_extra_args(false);
   opt("--tmp-size", a.tmp_size, "Size of the private /tmp (and /dev/shm); default 256M")
       ->type_name("BYTES");
   opt("--policy", a.policy,

@@ -208,12 +208,12 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
     auto isolation = DecideIsolation(spec, probe, store);
     if (!isolation) {
       if (grant.cgroups) (void)grant.cgroups->Remove();
-      return std::unexpected(AdmitError{AdmitError::Kind::kInternal,
-                                        "",
-                                        "cannot take an id for the sandbox: " +
-                                            isolation.error().message() +
-                                            " (name another range with uid_range in a --policy)",
-                                        {}});
+      return std::unexpected(
+          AdmitError{AdmitError::Kind::kInternal,
+                     "",
+                     "cannot take an id for the sandbox: " + isolation.error().message() +
+                         " (name another range with uid_range in a --policy)",
+                     {}});
     }
     grant.isolation = std::move(*isolation);
   }

@@ -21,7 +21,8 @@ sys::Result<IdLease> IdLease::Acquire(const std::string& dir, IdRange range) {
     CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::Open(dir + "/" + std::to_string(id) + ".lock",
                                                         O_RDONLY | O_CREAT, 0600));
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return IdLease(id, std::move(fd));
-    if (errno != EWOULDBLOCK) return sys::FailErrno("flock(" + dir + "/" + std::to_string(id) + ")");
+    if (errno != EWOULDBLOCK)
+      return sys::FailErrno("flock(" + dir + "/" + std::to_string(id) + ")");
   }
   return sys::Fail("every id of " + std::to_string(range.first) + "+" +
                        std::to_string(range.count) + " is held by a running sandbox",

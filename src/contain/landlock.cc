@@ -21,9 +21,10 @@ constexpr uint64_t kFsAbi1 = (1ULL << 13) - 1;  // execute .. make_sym
 constexpr uint64_t kFsRefer = 1ULL << 13;       // ABI 2
 constexpr uint64_t kFsTruncate = 1ULL << 14;    // ABI 3
 constexpr uint64_t kFsIoctlDev = 1ULL << 15;    // ABI 5
-constexpr uint64_t kFileRights = kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate | kFsIoctlDev;
-constexpr uint64_t kNetBindTcp = 1ULL << 0;     // ABI 4
-constexpr uint64_t kNetConnectTcp = 1ULL << 1;  // ABI 4
+constexpr uint64_t kFileRights =
+    kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate | kFsIoctlDev;
+constexpr uint64_t kNetBindTcp = 1ULL << 0;         // ABI 4
+constexpr uint64_t kNetConnectTcp = 1ULL << 1;      // ABI 4
 constexpr uint64_t kScopeAbstractUnix = 1ULL << 0;  // ABI 6
 constexpr uint64_t kScopeSignal = 1ULL << 1;        // ABI 6
 
@@ -99,8 +100,7 @@ const LandlockPlan* LandlockPolicy::plan() {
 int ApplyLandlock(const LandlockPlan* plan) {
   if (plan == nullptr) return 0;
   RulesetAttr attr = {plan->handled_fs, plan->handled_net, plan->scoped};
-  int ruleset = static_cast<int>(
-      ::syscall(SYS_landlock_create_ruleset, &attr, plan->attr_size, 0));
+  int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, plan->attr_size, 0));
   if (ruleset < 0) return errno;
   auto add = [&](int fd, uint64_t access) -> int {
     struct stat st {};

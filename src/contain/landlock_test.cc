@@ -36,9 +36,9 @@ TEST(LandlockTest, OnlyTheDeclaredPathsAreReachableAndOnlyAsDeclared) {
     };
     int failures = 0;
     failures += !opens(read_only / "r", O_RDONLY);
-    failures += opens(read_only / "new", O_WRONLY);      // read-only: no creation
-    failures += !opens(writable / "new", O_WRONLY);      // writable
-    failures += opens(elsewhere / "secret", O_RDONLY);   // undeclared: not even read
+    failures += opens(read_only / "new", O_WRONLY);     // read-only: no creation
+    failures += !opens(writable / "new", O_WRONLY);     // writable
+    failures += opens(elsewhere / "secret", O_RDONLY);  // undeclared: not even read
     failures += errno != EACCES;
     ::_exit(failures);
   }

@@ -51,17 +51,17 @@ struct ChildPlan {
   char* const* argv;
   char* const* envp;
   // Isolation (all off for isolation none).
-  bool namespaced;  // clone3 made new namespaces: this child is their init
-  int sync_fd;      // the supervisor writes a byte once the id maps are in place
+  bool namespaced;   // clone3 made new namespaces: this child is their init
+  int sync_fd;       // the supervisor writes a byte once the id maps are in place
   int sync_peer_fd;  // the supervisor's end: closed here, so that its EOF can be seen
-  int status_fd;    // the init reports the command's exit here
-  int lease_fd;     // the sandbox's outside id, held by the init
+  int status_fd;     // the init reports the command's exit here
+  int lease_fd;      // the sandbox's outside id, held by the init
   bool new_network;  // a network namespace of its own, with lo up
   const MountStep* mounts;
   size_t mount_count;
   const char* cwd;  // set: chdir here (the sandbox's view) instead of workspace_fd
   bool drop_privileges;
-  const LandlockPlan* landlock;   // null: none
+  const LandlockPlan* landlock;      // null: none
   const struct sock_fprog* seccomp;  // null: none
 };
 
@@ -166,7 +166,7 @@ int Exec(const ChildPlan& p) {
   CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
   CORDON_STEP(SetupStep::kCloseFds, CloseInheritedFds());
   CORDON_STEP(SetupStep::kSeccomp, InstallSeccomp(p.seccomp));  // last: it forbids the above
-  Report(p, SetupStep::kExec, Exec(p));  // returns only on failure
+  Report(p, SetupStep::kExec, Exec(p));                         // returns only on failure
 }
 
 int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan)); }
@@ -441,7 +441,8 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       std::memcpy(&record, report.data(), sizeof record);
       launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err, ""};
       if (record.step == static_cast<int32_t>(SetupStep::kMounts) && namespaced) {
-        launched.setup_error->detail = sandbox->mounts()->Describe(static_cast<size_t>(record.index));
+        launched.setup_error->detail =
+            sandbox->mounts()->Describe(static_cast<size_t>(record.index));
       }
     }
     CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(out.read.get()));

@@ -60,7 +60,7 @@ int RunStep(const MountStep& s) {
                  : errno;
     case MountStep::Op::kDevpts:
       return ::mount("devpts", s.target, "devpts", MS_NOSUID | MS_NOEXEC, s.source) == 0 ? 0
-                                                                                        : errno;
+                                                                                         : errno;
     case MountStep::Op::kAttach:
       return ::syscall(SYS_move_mount, s.fd, "", AT_FDCWD, s.target, MOVE_MOUNT_F_EMPTY_PATH) == 0
                  ? 0
@@ -78,8 +78,8 @@ const char* MountPlan::Keep(std::string s) {
 
 void MountPlan::Add(MountStep::Op op, const std::string& source, const std::string& target,
                     unsigned long flags, uint64_t attr, uint32_t mode, int fd) {
-  steps_.push_back(MountStep{op, source.empty() ? nullptr : Keep(source), Keep(target), flags,
-                             attr, mode, fd});
+  steps_.push_back(
+      MountStep{op, source.empty() ? nullptr : Keep(source), Keep(target), flags, attr, mode, fd});
 }
 
 void MountPlan::EnsureDir(const std::string& path, uint32_t mode) {
@@ -137,8 +137,8 @@ MountPlan MountPlan::Build(const MountRequest& r) {
   // device nodes bound in, a private devpts, and the usual links. /dev/fd
   // matters beyond habit: verified files are executed through it.
   plan.EnsureDir("/dev");
-  plan.Add(MountStep::Op::kTmpfs, "size=" + std::to_string(r.tmp_size_bytes) + ",mode=0755",
-           "/dev", MS_NOSUID | MS_NOEXEC);
+  plan.Add(MountStep::Op::kTmpfs, "size=" + std::to_string(r.tmp_size_bytes) + ",mode=0755", "/dev",
+           MS_NOSUID | MS_NOEXEC);
   for (const char* dev : kDevices) {
     std::string target = std::string("/dev/") + dev;
     plan.Add(MountStep::Op::kFile, "", target, 0, 0, 0444);

@@ -45,8 +45,8 @@ struct MountRequest {
   std::vector<std::string> system_dirs;
   std::vector<std::string> hidden_paths;
   std::vector<Bind> binds;
-  std::string workspace;     // host path, shown at /workspace
-  int workspace_tree = -1;   // a detached (idmapped) copy of it, or -1: bind by path
+  std::string workspace;    // host path, shown at /workspace
+  int workspace_tree = -1;  // a detached (idmapped) copy of it, or -1: bind by path
   int64_t tmp_size_bytes = 0;
 };
 

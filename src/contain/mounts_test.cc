@@ -53,7 +53,8 @@ TEST(MountPlanTest, SystemDirsSecretsAndTheSandboxsOwnParts) {
   EXPECT_TRUE(contains(plan.writable(), "/scratch"));
   EXPECT_FALSE(contains(plan.writable(), "/usr"));
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan.steps()[i].op == MountStep::Op::kBind && plan.steps()[i].target == std::string("/usr")) {
+    if (plan.steps()[i].op == MountStep::Op::kBind &&
+        plan.steps()[i].target == std::string("/usr")) {
       EXPECT_EQ(plan.Describe(i), "bind /usr at /usr");
     }
   }

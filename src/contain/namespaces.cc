@@ -58,13 +58,15 @@ NamespaceSupport ProbeNamespaces() {
   }
   if (::geteuid() != 0) {
     if (ReadNumber("/proc/sys/kernel/unprivileged_userns_clone", 1) == 0) {
-      s.problem = "unprivileged user namespaces are switched off "
-                  "(/proc/sys/kernel/unprivileged_userns_clone is 0)";
+      s.problem =
+          "unprivileged user namespaces are switched off "
+          "(/proc/sys/kernel/unprivileged_userns_clone is 0)";
       return s;
     }
     if (ReadNumber("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", 0) == 1) {
-      s.problem = "AppArmor restricts unprivileged user namespaces "
-                  "(/proc/sys/kernel/apparmor_restrict_unprivileged_userns is 1)";
+      s.problem =
+          "AppArmor restricts unprivileged user namespaces "
+          "(/proc/sys/kernel/apparmor_restrict_unprivileged_userns is 1)";
       return s;
     }
   }
@@ -114,7 +116,8 @@ bool CanMapIdRange(IdRange range) {
 
 sys::Result<void> WriteIdMaps(pid_t child, uint32_t outside_uid, uint32_t outside_gid) {
   std::string proc = "/proc/" + std::to_string(child) + "/";
-  CORDON_RETURN_IF_ERROR(sys::WriteFile(proc + "uid_map", "0 " + std::to_string(outside_uid) + " 1"));
+  CORDON_RETURN_IF_ERROR(
+      sys::WriteFile(proc + "uid_map", "0 " + std::to_string(outside_uid) + " 1"));
   // Before gid_map: a sandbox must not drop groups to get past a
   // negative group permission (and unprivileged mapping requires it).
   CORDON_RETURN_IF_ERROR(sys::WriteFile(proc + "setgroups", "deny"));

@@ -6,9 +6,8 @@
 // reports the command's wait status to the supervisor and exits itself.
 #pragma once
 
-#include <sys/types.h>
-
 #include <linux/filter.h>
+#include <sys/types.h>
 
 #include <optional>
 

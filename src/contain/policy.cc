@@ -144,14 +144,10 @@ std::optional<PolicyError> ApplyPolicy(std::string_view text, Spec& spec) {
          iso.id_range = IdRange{static_cast<uint32_t>(first), static_cast<uint32_t>(count)};
          return std::nullopt;
        }},
-      {"system_dirs",
-       [&](const toml::node& n, const std::string& key) {
-         return Strings(n, key, iso.system_dirs);
-       }},
-      {"hidden_paths",
-       [&](const toml::node& n, const std::string& key) {
-         return Strings(n, key, iso.hidden_paths);
-       }},
+      {"system_dirs", [&](const toml::node& n,
+                          const std::string& key) { return Strings(n, key, iso.system_dirs); }},
+      {"hidden_paths", [&](const toml::node& n,
+                           const std::string& key) { return Strings(n, key, iso.hidden_paths); }},
       {"seccomp",
        [&](const toml::node& n, const std::string& key) -> std::optional<PolicyError> {
          const toml::table* t = n.as_table();

@@ -46,7 +46,8 @@ CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool
   std::string no_ns = "no user namespace can be made: " + ns.problem;
   switch (c) {
     case Capability::kFilesystem:
-      if (ns.available) return Enforced(c, landlock ? "mount_namespace+landlock" : "mount_namespace");
+      if (ns.available)
+        return Enforced(c, landlock ? "mount_namespace+landlock" : "mount_namespace");
       // Where namespaces are refused, Landlock alone keeps the filesystem
       // policy: reads and writes outside the declared paths fail.
       if (landlock) return Enforced(c, "landlock");
@@ -205,10 +206,8 @@ nlohmann::json ToJson(const Probe& probe) {
       {"seccomp", i.seccomp},
       {"own_uid_per_sandbox", i.map_ids},
   };
-  return {{"euid", probe.euid},
-          {"capabilities", caps},
-          {"cgroups", cgroups},
-          {"isolation", isolation}};
+  return {
+      {"euid", probe.euid}, {"capabilities", caps}, {"cgroups", cgroups}, {"isolation", isolation}};
 }
 
 sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
@@ -231,8 +230,7 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
     probe.isolation.namespaces.problem = "not probed (no isolation was asked for)";
   }
   bool nproc = NprocLimitEffective();
-  probe.capabilities =
-      ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0);
+  probe.capabilities = ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0);
   for (const auto& s : ResolveCapabilities(probe.cgroups, nproc)) {
     if (s.capability == Capability::kProcessTree) probe.process_tree_unisolated = s;
   }

@@ -26,7 +26,7 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
   if (r.namespaces) {
     s.clone_flags_ = SandboxCloneFlags();
     s.new_network_ = spec.network == Network::kNone;
-    MountRequest m{spec.system_dirs, spec.hidden_paths, spec.binds, r.workspace, -1,
+    MountRequest m{spec.system_dirs,   spec.hidden_paths, spec.binds, r.workspace, -1,
                    spec.tmp_size_bytes};
     // The workspace appears owned by the sandbox's root through an
     // idmapped mount, so what it creates belongs to the directory's owner
@@ -42,9 +42,8 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
           s.idmap_in_enter_ = true;  // the sandbox's own namespace maps 0 to its id
           return {};
         }
-        CORDON_ASSIGN_OR_RETURN(
-            sys::UniqueFd userns,
-            MakeUserNamespace(st.st_uid, r.outside_uid, st.st_gid, r.outside_gid));
+        CORDON_ASSIGN_OR_RETURN(sys::UniqueFd userns, MakeUserNamespace(st.st_uid, r.outside_uid,
+                                                                        st.st_gid, r.outside_gid));
         return IdmapTree(s.workspace_tree_.get(), userns.get());
       }();
       if (idmapped) {

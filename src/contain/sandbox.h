@@ -23,16 +23,16 @@ namespace cordon::contain {
 // What this host offers and what the grant decided, as Prepare needs it.
 struct SandboxRequest {
   const IsolationSpec* spec = nullptr;
-  std::string workspace;      // absolute host path
-  bool namespaces = false;    // user (and the other) namespaces can be made
-  bool seccomp = false;       // the kernel takes seccomp filters
-  int landlock_abi = 0;       // 0: no Landlock
+  std::string workspace;    // absolute host path
+  bool namespaces = false;  // user (and the other) namespaces can be made
+  bool seccomp = false;     // the kernel takes seccomp filters
+  int landlock_abi = 0;     // 0: no Landlock
   // The outside id of the sandbox's root (root supervisor: a leased id;
   // otherwise the caller's own uid and gid).
   uint32_t outside_uid = 0;
   uint32_t outside_gid = 0;
-  int lease_fd = -1;          // held by the sandbox's init
-  int exec_fd = -1;           // a verified file to execute, allowed by Landlock
+  int lease_fd = -1;  // held by the sandbox's init
+  int exec_fd = -1;   // a verified file to execute, allowed by Landlock
 };
 
 class Sandbox final {

@@ -66,9 +66,10 @@ TEST(SeccompTest, StrictAlsoRefusesRawSocketsAndUnusualFamilies) {
   ASSERT_TRUE(filter) << filter.error().message();
   EXPECT_EQ(UnderFilter(*filter, [] { return ::socket(AF_PACKET, SOCK_DGRAM, 0) < 0 ? errno : 0; }),
             EAFNOSUPPORT);
-  EXPECT_EQ(UnderFilter(*filter,
-                        [] { return ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, 1) < 0 ? errno : 0; }),
-            EPERM);
+  EXPECT_EQ(
+      UnderFilter(*filter,
+                  [] { return ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, 1) < 0 ? errno : 0; }),
+      EPERM);
   EXPECT_EQ(UnderFilter(*filter,
                         [] {
                           int fd = ::socket(AF_INET6, SOCK_STREAM, 0);

@@ -215,7 +215,7 @@ std::optional<Network> ParseNetwork(std::string_view name) {
 const std::vector<std::string>& DefaultSystemDirs() {
   // What programs need to run: binaries, libraries, their data and /etc.
   // Missing ones are skipped; symlinks (a merged /usr) are recreated.
-  static const std::vector<std::string> dirs = {"/usr", "/bin",  "/sbin", "/lib",
+  static const std::vector<std::string> dirs = {"/usr",   "/bin",   "/sbin",   "/lib",
                                                 "/lib32", "/lib64", "/libx32", "/etc"};
   return dirs;
 }
@@ -224,9 +224,10 @@ const std::vector<std::string>& DefaultHiddenPaths() {
   // Secrets beneath the system directories: password hashes, host keys,
   // sudo rules, TLS private keys. Covered by an empty, unreadable mount.
   static const std::vector<std::string> paths = {
-      "/etc/shadow",     "/etc/shadow-",       "/etc/gshadow",      "/etc/gshadow-",
-      "/etc/ssh",        "/etc/sudoers",       "/etc/sudoers.d",    "/etc/ssl/private",
-      "/etc/security/opasswd", "/etc/cordon", "/etc/krb5.keytab",
+      "/etc/shadow",    "/etc/shadow-",     "/etc/gshadow",
+      "/etc/gshadow-",  "/etc/ssh",         "/etc/sudoers",
+      "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd",
+      "/etc/cordon",    "/etc/krb5.keytab",
   };
   return paths;
 }

@@ -97,8 +97,8 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
     std::error_code ec;
     contain::SandboxRequest sr;
     sr.spec = &spec.isolation;
-    sr.workspace = spec.workspace ? spec.workspace->string()
-                                  : std::filesystem::current_path(ec).string();
+    sr.workspace =
+        spec.workspace ? spec.workspace->string() : std::filesystem::current_path(ec).string();
     sr.namespaces = g.namespaces;
     sr.seccomp = g.seccomp;
     sr.landlock_abi = g.landlock_abi;

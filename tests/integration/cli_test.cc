@@ -137,8 +137,8 @@ TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
 
 TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   std::string pidfile = work_ / "gc.pid";
-  Cordon c(RunArgs({"--isolation", "none", "--shell",
-                    "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+  Cordon c(RunArgs(
+      {"--isolation", "none", "--shell", "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
   auto grandchild = ReadPidFile(pidfile);
   ASSERT_TRUE(grandchild);
   ::kill(c.pid(), SIGKILL);
@@ -222,8 +222,9 @@ TEST_F(UnprivilegedCliTest, AMemoryLimitIsRefusedUnlessPermissive) {
     memory_degraded |= d["capability"] == "memory";
   }
   EXPECT_TRUE(memory_degraded) << permissive.out;
-  EXPECT_EQ(AsNobody({"--isolation", "none", "--require", "process_tree", "--", "/bin/true"}).status,
-            125);
+  EXPECT_EQ(
+      AsNobody({"--isolation", "none", "--require", "process_tree", "--", "/bin/true"}).status,
+      125);
   // With isolation (the default) the pid namespace holds the tree.
   EXPECT_EQ(AsNobody({"--require", "process_tree", "--", "/bin/true"}).status, 0);
 }

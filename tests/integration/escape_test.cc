@@ -96,14 +96,12 @@ class EscapeTest : public ::testing::TestWithParam<Caller> {
   std::vector<std::string> Prefix() const {
     std::vector<std::string> p;
     if (GetParam() == Caller::kRoot) return p;
-    p = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         "--inh-caps=-all"};
+    p = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"};
     if (Restricted()) {
       // LINUX-NOTES.md, "Simulating a restricted host".
-      for (const char* a :
-           {"/usr/bin/unshare", "--user", "--map-root-user", "/bin/sh", "-c",
-            "echo 0 > /proc/sys/user/max_user_namespaces; "
-            "exec setpriv --bounding-set=-all --inh-caps=-all -- \"$0\" \"$@\""}) {
+      for (const char* a : {"/usr/bin/unshare", "--user", "--map-root-user", "/bin/sh", "-c",
+                            "echo 0 > /proc/sys/user/max_user_namespaces; "
+                            "exec setpriv --bounding-set=-all --inh-caps=-all -- \"$0\" \"$@\""}) {
         p.push_back(a);
       }
     }
@@ -196,11 +194,11 @@ TEST_P(EscapeTest, APlantedSecretOutsideTheBindsCannotBeRead) {
 
 TEST_P(EscapeTest, ASymlinkInTheWorkspaceDoesNotReachAHostSecret) {
   ASSERT_EQ(::symlink(secret_path_.c_str(), (work_ / "link").c_str()), 0);
-  ASSERT_EQ(::symlink(("../" + std::filesystem::path(host_.path()).filename().string() +
-                       "/secret.txt")
-                          .c_str(),
-                      (work_ / "rel").c_str()),
-            0);
+  ASSERT_EQ(
+      ::symlink(
+          ("../" + std::filesystem::path(host_.path()).filename().string() + "/secret.txt").c_str(),
+          (work_ / "rel").c_str()),
+      0);
   Ran r = Sandboxed("cat link; cat rel; cat /workspace/link");
   json j = Result(r);
   EXPECT_EQ((r.out + r.err).find(secret_), std::string::npos) << r.out;
@@ -212,13 +210,13 @@ TEST_P(EscapeTest, NothingOutsideTheWorkspaceAndTmpCanBeWritten) {
   std::ofstream(planted) << "original";
   ::chmod(planted.c_str(), 0666);  // writable by anyone on the host
   ::chmod(host_.path().c_str(), 0777);
-  Ran r = Sandboxed("echo x > /usr/" + token + "; echo x > /etc/" + token + "; echo x > /" +
-                    token + "; echo x > " + planted + "; echo x > " + host_.path() + "/" + token +
+  Ran r = Sandboxed("echo x > /usr/" + token + "; echo x > /etc/" + token + "; echo x > /" + token +
+                    "; echo x > " + planted + "; echo x > " + host_.path() + "/" + token +
                     "; echo x > /tmp/" + token + " && echo tmp-ok");
   json j = Result(r);
   EXPECT_TRUE(Enforced(j, "filesystem"));
-  for (const std::string& path : {"/usr/" + token, "/etc/" + token, "/" + token,
-                                  host_.path() + "/" + token}) {
+  for (const std::string& path :
+       {"/usr/" + token, "/etc/" + token, "/" + token, host_.path() + "/" + token}) {
     EXPECT_FALSE(std::filesystem::exists(path)) << path;
   }
   EXPECT_EQ(Slurp(planted), "original");
