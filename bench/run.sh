@@ -121,9 +121,7 @@ if bwrap:
 PY
 
 steps="$build/cordon_setup_steps"
-if [[ ! -x $steps ]]; then
-  cmake --build "$build" --target cordon_setup_steps >/dev/null
-fi
+cmake --build "$build" --target cordon_setup_steps >/dev/null
 echo
 echo "== where a sandboxed launch spends its time"
 "$steps" "${STEP_RUNS:-200}"

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   std::printf("supervisor steps (median of %d)\n", runs);
   Row("probe: whole (cgroups, namespaces, Landlock, seccomp)",
       MedianUs(runs, [] { (void)contain::ProbeHost({}); }));
-  Row("probe: a user+mount+pid+IPC+UTS namespace made and used",
+  Row("probe: a user namespace made (namespaces available?)",
       MedianUs(runs, [] { (void)contain::ProbeNamespaces(); }));
   Row("probe: Landlock ABI", MedianUs(runs, [] { (void)contain::LandlockAbi(); }));
   Row("seccomp: compile the filter (libseccomp)",
