@@ -244,6 +244,36 @@ class SignalBlock final {
   sigset_t saved_;
 };
 
+// Clears the calling thread's supplementary groups for as long as it
+// lives. A root supervisor's groups (gid 0 among them) would otherwise be
+// copied into the sandbox, where they still grant access to host files
+// though they show as `nogroup`; and inside, with setgroups denied, they
+// cannot be dropped. Credentials are per thread in the kernel and clone3
+// copies the calling thread's, so the raw system call (not the C
+// library's, which changes every thread) clears them for the clone alone.
+class NoSupplementaryGroups final {
+ public:
+  NoSupplementaryGroups() {
+    int n = ::getgroups(0, nullptr);
+    if (n <= 0) return;
+    saved_.resize(static_cast<size_t>(n));
+    n = ::getgroups(n, saved_.data());
+    if (n <= 0 || ::syscall(SYS_setgroups, 0, nullptr) != 0) {
+      saved_.clear();  // nothing to restore
+      return;
+    }
+    saved_.resize(static_cast<size_t>(n));
+  }
+  ~NoSupplementaryGroups() {
+    if (!saved_.empty()) ::syscall(SYS_setgroups, saved_.size(), saved_.data());
+  }
+  NoSupplementaryGroups(const NoSupplementaryGroups&) = delete;
+  NoSupplementaryGroups& operator=(const NoSupplementaryGroups&) = delete;
+
+ private:
+  std::vector<gid_t> saved_;
+};
+
 }  // namespace
 
 std::string_view SetupStepName(SetupStep step) {
@@ -394,6 +424,8 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   long pid;
   {
     SignalBlock block;
+    std::optional<NoSupplementaryGroups> no_groups;
+    if (namespaced && ::geteuid() == 0) no_groups.emplace();
     pid = ::syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) ChildMain(plan);
   }

@@ -459,6 +459,23 @@ TEST(IdmappedWorkspaceTest, AWorkspaceOwnedBySomeoneElseStaysTheirs) {
   EXPECT_EQ(st.st_gid, 23456u);
 }
 
+// A root supervisor's supplementary groups (here root's and adm's) would
+// still grant access to host files inside, though they would show as
+// nogroup; the sandbox gets none.
+TEST(SandboxGroupsTest, ASandboxOfRootCarriesNoSupplementaryGroups) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv is not installed";
+  TempDir state;
+  Ran r = Cordon({"run", "--state-dir", state.path(), "--cgroup-root", CgroupRoot(), "--json",
+                  "--shell", "grep Groups /proc/self/status"},
+                 "", {"/usr/bin/setpriv", "--groups", "0,4", "--"})
+              .Wait();
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::string groups = json::parse(r.out)["stdout"];
+  ASSERT_EQ(groups.rfind("Groups:", 0), 0u) << groups;
+  EXPECT_EQ(groups.find_first_of("0123456789"), std::string::npos) << groups;
+}
+
 INSTANTIATE_TEST_SUITE_P(Callers, EscapeTest,
                          ::testing::Values(Caller::kRoot, Caller::kNobody, Caller::kRestricted),
                          CallerName);
