@@ -52,7 +52,6 @@ class LandlockPolicy final {
   void AllowExecFd(int fd) { plan_.exec_fd = fd; }
   // Valid until the policy is changed or destroyed.
   const LandlockPlan* plan();
-  const std::vector<std::string>& paths() const { return paths_; }
 
  private:
   std::vector<std::string> paths_;
