@@ -110,8 +110,12 @@ class EscapeTest : public ::testing::TestWithParam<Caller> {
 
   // `cordon run --json` of `script` (sh -c) in the workspace.
   Ran Sandboxed(const std::string& script, std::vector<std::string> options = {}) {
-    std::vector<std::string> args = {"run",         "--state-dir", state_ / "s", "--json",
-                                     "--workspace", work_.path(),  "--timeout",  "60"};
+    std::vector<std::string> args = {"run",    "--state-dir", state_ / "s",
+                                     "--json", "--workspace", work_.path()};
+    if (std::find(options.begin(), options.end(), "--timeout") == options.end()) {
+      args.push_back("--timeout");  // a bound on every attempt
+      args.push_back("60");
+    }
     if (GetParam() == Caller::kRoot) {
       args.push_back("--cgroup-root");
       args.push_back(CgroupRoot());
@@ -369,6 +373,65 @@ TEST_P(EscapeTest, TiocstiCannotPushInput) {
   std::string out = j["stdout"];
   EXPECT_NE(out.find("refused 1\n"), std::string::npos) << out << j["stderr"];
   EXPECT_NE(out.find("readable False"), std::string::npos) << out;
+}
+
+TEST_P(EscapeTest, NoPrivilegeIsHeldOrGained) {
+  Ran r = Sandboxed(
+      "grep -E '^(CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | tr '\\t' ' '; "
+      "ulimit -c; /usr/bin/su -c 'echo became-root' 2>&1 | head -1");
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_NE(out.find("CapEff: 0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("CapAmb: 0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("NoNewPrivs: 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("Seccomp: 2"), std::string::npos) << out;
+  if (!Restricted()) {
+    // (Without CAP_SETPCAP there is no bounding set to empty: the caller
+    // had nothing in it to gain.)
+    EXPECT_NE(out.find("CapBnd: 0000000000000000"), std::string::npos) << out;
+    EXPECT_NE(out.find("\n0\n"), std::string::npos) << out;  // no core dumps
+  }
+  EXPECT_EQ(out.find("became-root"), std::string::npos) << out;  // set-uid su gains nothing
+  EXPECT_TRUE(Enforced(j, "privileges"));
+}
+
+TEST_P(EscapeTest, TheInitForwardsSigtermAndReapsOrphans) {
+  // An orphan exits early (the init must reap it: no zombie stays); at the
+  // deadline SIGTERM reaches the command's trap, through the init where
+  // the pid namespace holds the tree.
+  Ran r = Sandboxed(
+      "trap 'echo got-term; ps -e -o stat= | grep -c Z; exit 3' TERM; (sleep 0.05 &); sleep 60 & "
+      "wait",
+      {"--timeout", "1"});
+  json j = Result(r);
+  EXPECT_EQ(j["outcome"], "timed_out") << r.out;
+  EXPECT_EQ(j["exit_code"], 3) << r.out;
+  std::string out = j["stdout"];
+  EXPECT_TRUE(out.starts_with("got-term\n")) << r.out << r.err;
+  // (On the restricted host ps sees the host's processes, zombies of
+  // others included.)
+  if (!Restricted()) {
+    EXPECT_EQ(out, "got-term\n0\n");
+  }
+}
+
+TEST_P(EscapeTest, StrictRefusesRawSockets) {
+  Ran r = Sandboxed(
+      "/usr/bin/python3 -c \"import socket\n"
+      "for family, kind in ((socket.AF_INET, socket.SOCK_RAW), (socket.AF_PACKET, "
+      "socket.SOCK_DGRAM), (socket.AF_INET, socket.SOCK_STREAM)):\n"
+      "    try:\n"
+      "        socket.socket(family, kind, 1 if kind == socket.SOCK_RAW else 0); print('ok')\n"
+      "    except OSError as e:\n"
+      "        print('refused', e.errno)\"",
+      {"--isolation", "strict"});
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_EQ(out.substr(0, out.find('\n')), "refused 1") << out << j["stderr"];
+  EXPECT_NE(out.find("\nrefused "), std::string::npos) << out;  // AF_PACKET
+  if (!Restricted()) {
+    EXPECT_TRUE(out.ends_with("ok\n")) << out;  // a TCP socket is still fine
+  }
 }
 
 // The sleeps' command lines carry the marker; the shell's text names it
