@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -13,11 +12,10 @@ sys::Result<IdLease> IdLease::Acquire(const std::string& dir, IdRange range) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return sys::FailErrno("mkdir(\"" + dir + "\")");
   }
-  uint32_t start = 0;
-  // A random start spreads concurrent supervisors over the range.
-  (void)::getrandom(&start, sizeof start, GRND_NONBLOCK);
+  // The lowest free id: the lock files never outnumber the sandboxes that
+  // ran at the same time.
   for (uint32_t i = 0; i < range.count; ++i) {
-    uint32_t id = range.first + (start + i) % range.count;
+    uint32_t id = range.first + i;
     CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::Open(dir + "/" + std::to_string(id) + ".lock",
                                                         O_RDONLY | O_CREAT, 0600));
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return IdLease(id, std::move(fd));

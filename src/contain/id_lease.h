@@ -17,8 +17,8 @@ namespace cordon::contain {
 
 class IdLease final {
  public:
-  // Takes a free id of `range`, starting at a random one. Fails with EAGAIN
-  // when every id of the range is held.
+  // Takes the lowest free id of `range`. Fails with EAGAIN when every id of
+  // the range is held.
   static sys::Result<IdLease> Acquire(const std::string& dir, IdRange range);
 
   IdLease(IdLease&&) noexcept = default;
