@@ -58,7 +58,10 @@ sys::Result<bool> PidNamespaceTree::KillAll(Signaller& signaller) const {
 
 std::unique_ptr<Tree> TreeFor(const GrantCgroups* cgroups, pid_t pgid, pid_t leader,
                               uint64_t leader_start_ticks, const sys::PidFd* ns_init) {
-  if (cgroups && cgroups->v2()) return std::make_unique<CgroupTree>(*cgroups->v2(), true);
+  pid_t forwarder = ns_init ? ns_init->pid() : 0;
+  if (cgroups && cgroups->v2()) {
+    return std::make_unique<CgroupTree>(*cgroups->v2(), true, forwarder);
+  }
   if (ns_init) return std::make_unique<PidNamespaceTree>(*ns_init);
   if (cgroups && cgroups->v1()) return std::make_unique<CgroupTree>(*cgroups->v1(), false);
   return std::make_unique<ProcessGroupTree>(pgid, leader, leader_start_ticks);

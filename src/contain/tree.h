@@ -26,6 +26,11 @@ class Tree {
   // Kills every member at once if the mechanism can; false if it cannot
   // (the caller then signals members one by one).
   virtual sys::Result<bool> KillAll(Signaller& signaller) const = 0;
+  // A member that passes SIGTERM on by itself (a pid namespace's init,
+  // when a cgroup holds the tree and every member gets SIGTERM anyway):
+  // the graceful round leaves it out, so that nobody gets SIGTERM twice.
+  // 0: none.
+  virtual pid_t Forwarder() const { return 0; }
 };
 
 // Membership from a group's cgroup.procs. A v2 group is killed at once with
@@ -34,14 +39,17 @@ class Tree {
 // until none is left.
 class CgroupTree final : public Tree {
  public:
-  CgroupTree(const CgroupDir& group, bool v2) : group_(group), v2_(v2) {}
+  CgroupTree(const CgroupDir& group, bool v2, pid_t forwarder = 0)
+      : group_(group), v2_(v2), forwarder_(forwarder) {}
   std::string_view method() const override { return v2_ ? "cgroup2" : "cgroup1"; }
   sys::Result<std::vector<pid_t>> Members() const override;
   sys::Result<bool> KillAll(Signaller& signaller) const override;
+  pid_t Forwarder() const override { return forwarder_; }
 
  private:
   const CgroupDir& group_;
   bool v2_;
+  pid_t forwarder_;
 };
 
 class ProcessGroupTree final : public Tree {
