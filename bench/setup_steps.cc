@@ -1,7 +1,8 @@
 // Where a sandboxed launch spends its time, step by step: each step of the
 // supervisor timed on its own, and the child's setup measured by
-// difference (the same launch with one mechanism left out). Medians of
-// RUNS iterations (default 200). Usage: cordon_setup_steps [RUNS]
+// difference (the same launch with one mechanism left out, the variants
+// taking turns). Medians of RUNS iterations (default 200).
+// Usage: cordon_setup_steps [RUNS]
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,41 +72,57 @@ int main(int argc, char** argv) {
   Row("sandbox: prepare (mount plan, Landlock rules, seccomp)",
       MedianUs(runs, [&] { (void)contain::Sandbox::Prepare(request); }));
 
-  // Whole launches of /bin/true: clone3 until the command has exited and
-  // the main process is reaped.
-  auto launch = [&](contain::Sandbox* sandbox) {
-    return MedianUs(runs, [&] {
-      contain::LaunchRequest r;
-      r.argv = {"/bin/true"};
-      r.sandbox = sandbox;
-      auto l = contain::Launch(r);
-      if (!l) std::abort();
-      (void)l->pidfd.Reap();
-    });
+  // Whole launches of /bin/true, from clone3 until the command has exited
+  // and the main process is reaped. The variants take turns, one launch
+  // each per round: network namespaces are freed by the kernel in the
+  // background, and a long run of them slows everything that follows, so
+  // variants measured one after the other would not be comparable.
+  struct Variant {
+    const char* what;
+    std::optional<contain::Sandbox> sandbox;  // none: no isolation
+    std::vector<double> us;
   };
-  auto variant = [&](const char* what, auto change) {
+  std::vector<Variant> variants;
+  variants.push_back({"no isolation", std::nullopt, {}});
+  auto add = [&](const char* what, auto change) {
     contain::IsolationSpec spec;
     contain::SandboxRequest r = request;
-    r.spec = &spec;
     change(spec, r);
+    r.spec = &spec;
     auto sandbox = contain::Sandbox::Prepare(r);
     if (!sandbox) std::abort();
-    Row(what, launch(&*sandbox));
+    variants.push_back({what, std::move(*sandbox), {}});
   };
-  std::printf("\nlaunch of /bin/true until reaped (median of %d)\n", runs);
-  Row("no isolation", launch(nullptr));
-  variant("Landlock + seccomp + no privileges, no namespaces",
-          [](auto&, contain::SandboxRequest& r) { r.namespaces = false; });
-  variant("namespaces but the network one, mounts, all the rest",
-          [](contain::IsolationSpec& s, auto&) { s.network = contain::Network::kHost; });
-  variant("standard: all namespaces, mounts, Landlock, seccomp", [](auto&, auto&) {});
-  variant("standard without Landlock",
-          [](auto&, contain::SandboxRequest& r) { r.landlock_abi = 0; });
-  variant("standard without seccomp", [](auto&, contain::SandboxRequest& r) { r.seccomp = false; });
-  variant("standard with only /usr shown (fewer mounts)", [](contain::IsolationSpec& s, auto&) {
+  add("Landlock + seccomp + no privileges, no namespaces",
+      [](auto&, contain::SandboxRequest& r) { r.namespaces = false; });
+  add("namespaces but the network one, mounts, all the rest",
+      [](contain::IsolationSpec& s, auto&) { s.network = contain::Network::kHost; });
+  add("standard: all namespaces, mounts, Landlock, seccomp", [](auto&, auto&) {});
+  add("standard without Landlock", [](auto&, contain::SandboxRequest& r) { r.landlock_abi = 0; });
+  add("standard without seccomp", [](auto&, contain::SandboxRequest& r) { r.seccomp = false; });
+  add("standard without the secrets covered in /etc",
+      [](contain::IsolationSpec& s, auto&) { s.hidden_paths = {}; });
+  add("standard with only /usr shown (no /etc, no links)", [](contain::IsolationSpec& s, auto&) {
     s.system_dirs = {"/usr"};
     s.hidden_paths = {};
   });
+  for (int i = 0; i < runs; ++i) {
+    for (Variant& v : variants) {
+      auto start = Clock::now();
+      contain::LaunchRequest r;
+      r.argv = {"/bin/true"};
+      r.sandbox = v.sandbox ? &*v.sandbox : nullptr;
+      auto l = contain::Launch(r);
+      if (!l) std::abort();
+      (void)l->pidfd.Reap();
+      v.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+  }
+  std::printf("\nlaunch of /bin/true until reaped (median of %d, variants interleaved)\n", runs);
+  for (Variant& v : variants) {
+    std::sort(v.us.begin(), v.us.end());
+    Row(v.what, v.us[v.us.size() / 2]);
+  }
   std::string rm = "rm -rf " + dir;
   return std::system(rm.c_str()) == 0 ? 0 : 1;
 }

@@ -199,7 +199,7 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
   pid_t command = ::clone(CommandEntry, command_stack + sizeof command_stack,
                           CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&p));
   if (command < 0) Report(p, SetupStep::kInit, errno);
-  RunInit(command, p.status_fd, p.lease_fd, p.seccomp);
+  RunInit(command, p.status_fd, p.lease_fd);
 }
 #undef CORDON_STEP
 

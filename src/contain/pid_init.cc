@@ -11,7 +11,6 @@
 #include <cerrno>
 
 #include "contain/privileges.h"
-#include "contain/seccomp.h"
 
 namespace cordon::contain {
 namespace {
@@ -49,7 +48,7 @@ int UnblockSignals() {
   return ::sigprocmask(SIG_SETMASK, &none, nullptr) == 0 ? 0 : errno;
 }
 
-void RunInit(pid_t command, int status_fd, int keep_fd, const struct sock_fprog* seccomp) {
+void RunInit(pid_t command, int status_fd, int keep_fd) {
   // Nothing of the command's: not its pipes (their EOF must not wait for
   // us), not the setup pipe (its EOF tells the supervisor execve worked).
   CloseAllExcept(status_fd, keep_fd);
@@ -57,10 +56,11 @@ void RunInit(pid_t command, int status_fd, int keep_fd, const struct sock_fprog*
   // /proc/1/mem and steer its init.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // Best effort: the init has nothing the command lacks once it also
-  // gives up what the namespace granted it.
+  // gives up what the namespace granted it. (No seccomp filter of its own:
+  // it makes four kinds of system call, nothing can steer it, and
+  // attaching a filter costs as much as the rest of its setup.)
   (void)DropCapabilities();
   (void)SetNoNewPrivs();
-  (void)InstallSeccomp(seccomp);
 
   sigset_t set;
   InitSignalSet(&set);

@@ -24,8 +24,7 @@ int UnblockSignals();
 // The init's life after the fork: keeps only `status_fd` and `keep_fd`
 // (the id lease), gives up its own privileges, then reaps and forwards
 // until `command` exits. Never returns.
-[[noreturn]] void RunInit(pid_t command, int status_fd, int keep_fd,
-                          const struct sock_fprog* seccomp);
+[[noreturn]] void RunInit(pid_t command, int status_fd, int keep_fd);
 
 // Supervisor side: the command's exit as the init reported it, once the
 // init has exited. Empty when the init died without a report (killed).
