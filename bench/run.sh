@@ -8,11 +8,11 @@
 #     (each peer only where it runs on this host);
 #  2. teardown: from the deadline to verified death of a 50-process tree
 #     whose members half escaped with setsid(), as cordon reports it;
-#  3. isolation, side by side: cordon --isolation standard against
+#  3. where a sandboxed launch spends its time, per setup step
+#     (cordon_setup_steps);
+#  4. isolation, side by side: cordon --isolation standard against
 #     bwrap --unshare-all, firejail and unshare (where they run), and bare
-#     /bin/true;
-#  4. where a sandboxed launch spends its time, per setup step
-#     (cordon_setup_steps).
+#     /bin/true.
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -80,8 +80,23 @@ print(f'{label:32} median {statistics.median(v)/1000:.2f} ms  min {v[0]/1000:.2f
 "
 done
 
+
+# The kernel frees network namespaces in the background, and a backlog of
+# them slows every process start that follows: let it drain between
+# sections that make many.
+pause() { sleep "${PAUSE:-20}"; }
+
+pause
 echo
-echo "== isolation side by side, $runs runs each, interleaved warm-up"
+steps="$build/cordon_setup_steps"
+cmake --build "$build" --target cordon_setup_steps >/dev/null
+echo
+echo "== where a sandboxed launch spends its time"
+"$steps" "${STEP_RUNS:-100}"
+
+pause
+echo
+echo "== isolation side by side, ${ISO_RUNS:-180} runs each, interleaved warm-up"
 iso_cmds=("/bin/true"
           "$cordon run --state-dir $state -- /bin/true"
           "$cordon run --state-dir $state --isolation none -- /bin/true")
@@ -120,8 +135,3 @@ if bwrap:
           f"{bwrap[0]/cordon:.2f}x ({'met' if bwrap[0] >= 2 * cordon else 'not met'})")
 PY
 
-steps="$build/cordon_setup_steps"
-cmake --build "$build" --target cordon_setup_steps >/dev/null
-echo
-echo "== where a sandboxed launch spends its time"
-"$steps" "${STEP_RUNS:-200}"
