@@ -111,8 +111,9 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
   if (a.Given("--policy")) {
     auto text = sys::ReadFile(a.policy, 1 << 20);
     if (!text) return "--policy: " + text.error().message();
-    if (auto bad = contain::ApplyPolicy(*text, spec))
+    if (auto bad = contain::ApplyPolicy(*text, spec)) {
       return "--policy " + a.policy + ": " + bad->message();
+    }
   }
   contain::IsolationSpec& iso = spec.isolation;
   if (a.Given("--isolation")) {
