@@ -153,6 +153,11 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
     std::error_code ec;
     spec.workspace = std::filesystem::absolute(a.workspace, ec);
     if (ec) return "--workspace: " + ec.message();
+  } else if (iso.enabled()) {
+    // Named, so that it is checked like one given (it is shown inside).
+    std::error_code ec;
+    spec.workspace = std::filesystem::current_path(ec);
+    if (ec) return "--workspace: the current directory: " + ec.message();
   }
   for (const auto& entry : a.env) {
     size_t eq = entry.find('=');

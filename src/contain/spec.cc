@@ -243,6 +243,12 @@ std::optional<SpecError> Validate(const Spec& spec) {
   if (auto e = ValidateWorkspace(spec)) return e;
   if (auto e = ValidateLimits(spec.limits)) return e;
   if (auto e = ValidateIsolation(spec.isolation)) return e;
+  // The workspace is shown read-write: the host's root there would undo
+  // the whole filesystem view.
+  if (spec.isolation.enabled() && spec.workspace &&
+      std::filesystem::path(*spec.workspace).lexically_normal() == "/") {
+    return SpecError{"workspace", "/ would show the whole host inside the sandbox, writable"};
+  }
   if (spec.owner.size() > kMaxOwner) {
     return SpecError{"owner", "longer than " + std::to_string(kMaxOwner) + " bytes"};
   }

@@ -148,6 +148,11 @@ TEST(SpecTest, IsolationSettingsAreChecked) {
   EXPECT_EQ(field([](IsolationSpec& i) { i.id_range = {0, 10}; }), "uid_range");
   EXPECT_EQ(field([](IsolationSpec& i) { i.seccomp_deny = {"no_such_call"}; }), "seccomp.deny");
   EXPECT_EQ(field([](IsolationSpec& i) { i.system_dirs = {"/"}; }), "system_dirs");
+  Spec root = Valid();
+  root.workspace = "/";
+  EXPECT_EQ(FieldOf(root), "workspace");  // the whole host, writable inside
+  root.isolation.level = Isolation::kNone;
+  EXPECT_EQ(FieldOf(root), "");
   EXPECT_EQ(field([](IsolationSpec& i) {
               i.binds = {{"/etc", "/opt/etc", false}};
               i.seccomp_deny = {"chmod"};

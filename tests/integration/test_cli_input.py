@@ -69,6 +69,7 @@ BAD = [
     (["--tmp-size", "0"], "--tmp-size"),
     (["--isolation", "none", "--ro-bind", "/etc"], "--bind/--ro-bind"),
     (["--policy", "/nonexistent/policy.toml"], "--policy"),
+    (["--workspace", "/"], "--workspace"),
     (["--no-such-option"], "--no-such-option"),
     (["--timeout"], "--timeout"),
 ]
