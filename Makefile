@@ -12,9 +12,10 @@ JOBS ?= $(shell nproc)
 # Build and test dependencies (docs/dependencies.md says why each is here).
 PACKAGES := cmake ninja-build g++ make pkg-config \
 	libsqlite3-dev nlohmann-json3-dev libcli11-dev libssl-dev \
+	libseccomp-dev libtomlplusplus-dev \
 	libgtest-dev libgmock-dev libzmq3-dev \
 	python3 python3-pytest python3-ipykernel util-linux procps
-BENCH_PACKAGES := hyperfine bubblewrap
+BENCH_PACKAGES := hyperfine bubblewrap firejail
 
 .PHONY: deps build run test unit asan bench clean format
 

@@ -7,7 +7,12 @@
 #     limits, under bwrap's minimal invocation, under systemd-run --scope
 #     (each peer only where it runs on this host);
 #  2. teardown: from the deadline to verified death of a 50-process tree
-#     whose members half escaped with setsid(), as cordon reports it.
+#     whose members half escaped with setsid(), as cordon reports it;
+#  3. where a sandboxed launch spends its time, per setup step
+#     (cordon_setup_steps);
+#  4. isolation, side by side: cordon --isolation standard against
+#     bwrap --unshare-all, firejail and unshare (where they run), and bare
+#     /bin/true.
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -19,10 +24,12 @@ state=$work/state
 
 command -v hyperfine >/dev/null || { echo "hyperfine is missing (make bench installs it)" >&2; exit 1; }
 
+# Sections 1 and 2 measure the foundation's boundary (issue 2), so they
+# run with --isolation none; isolation (the default) is section 3.
 cmds=("/bin/true"
-      "$cordon run --state-dir $state -- /bin/true"
-      "$cordon run --state-dir $state --pids 64 --memory 256M -- /bin/true")
-names=("bare /bin/true" "cordon run" "cordon run --pids 64 --memory 256M")
+      "$cordon run --state-dir $state --isolation none -- /bin/true"
+      "$cordon run --state-dir $state --isolation none --pids 64 --memory 256M -- /bin/true")
+names=("bare /bin/true" "cordon run --isolation none" "cordon run --isolation none --pids 64 --memory 256M")
 if bwrap --ro-bind / / /bin/true 2>/dev/null; then
   cmds+=("bwrap --ro-bind / / /bin/true"); names+=("bwrap --ro-bind / /")
 else
@@ -50,23 +57,81 @@ PY
 
 echo
 echo "== teardown of a 50-process tree (25 setsid'ed escapees), deadline 0.3 s"
-for mode in term kill; do
+for mode in term kill standard; do
   samples=()
   for i in $(seq "${TEARDOWN_RUNS:-30}"); do
     if [[ $mode == term ]]; then
-      args=(--timeout 0.3 -- "$helpers/spawn_tree" 50)
+      args=(--isolation none --timeout 0.3 -- "$helpers/spawn_tree" 50)
+    elif [[ $mode == kill ]]; then
+      args=(--isolation none --timeout 0.3 --grace 0 -- "$helpers/spawn_tree" 50 ignore-term)
     else
-      args=(--timeout 0.3 --grace 0 -- "$helpers/spawn_tree" 50 ignore-term)
+      args=(--ro-bind "$helpers" --timeout 0.3 -- "$helpers/spawn_tree" 50)
     fi
     # Exit status 124 (timed out) is the point here.
     us=$({ "$cordon" run --state-dir "$state" --json "${args[@]}" || true; } |
-      /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["release"]["dead"]; print(r["release"]["teardown_us"])')
+      /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["release"]["dead"] and r["outcome"] == "timed_out", r; print(r["release"]["teardown_us"])')
     samples+=("$us")
   done
   printf '%s\n' "${samples[@]}" | /usr/bin/python3 -c "
 import statistics, sys
 v = sorted(int(x) for x in sys.stdin)
-label = 'SIGTERM, members cooperate' if '$mode' == 'term' else 'SIGKILL at once (--grace 0)'
+label = {'term': 'SIGTERM, members cooperate', 'kill': 'SIGKILL at once (--grace 0)', 'standard': 'SIGTERM, isolated (standard)'}['$mode']
 print(f'{label:32} median {statistics.median(v)/1000:.2f} ms  min {v[0]/1000:.2f}  max {v[-1]/1000:.2f}  (n={len(v)}, verified dead each time)')
 "
 done
+
+
+# The kernel frees network namespaces in the background, and a backlog of
+# them slows every process start that follows: let it drain between
+# sections that make many.
+pause() { sleep "${PAUSE:-20}"; }
+
+pause
+echo
+steps="$build/cordon_setup_steps"
+cmake --build "$build" --target cordon_setup_steps >/dev/null
+echo
+echo "== where a sandboxed launch spends its time"
+"$steps" "${STEP_RUNS:-100}"
+
+pause
+echo
+echo "== isolation side by side, ${ISO_RUNS:-180} runs each, interleaved warm-up"
+iso_cmds=("/bin/true"
+          "$cordon run --state-dir $state -- /bin/true"
+          "$cordon run --state-dir $state --isolation none -- /bin/true")
+iso_names=("bare /bin/true" "cordon run (standard: all of it)" "cordon run --isolation none")
+bwrap_all="bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true"
+if $bwrap_all 2>/dev/null; then
+  iso_cmds+=("$bwrap_all"); iso_names+=("bwrap --unshare-all")
+else
+  echo "(bwrap --unshare-all does not run here: left out)"
+fi
+if firejail --quiet --noprofile --net=none /bin/true 2>/dev/null; then
+  iso_cmds+=("firejail --quiet --noprofile --net=none /bin/true"); iso_names+=("firejail --net=none")
+else
+  echo "(firejail does not run here: left out)"
+fi
+unshare_cmd="unshare --user --map-root-user --pid --fork --mount-proc --net /bin/true"
+if $unshare_cmd 2>/dev/null; then
+  iso_cmds+=("$unshare_cmd"); iso_names+=("unshare user+pid+net")
+else
+  echo "(unshare does not run here: left out)"
+fi
+hyperfine -N --style none --warmup 30 --runs "${ISO_RUNS:-180}" --export-json "$work/isolation.json" "${iso_cmds[@]}" >/dev/null 2>&1
+/usr/bin/python3 - "$work/isolation.json" "${iso_names[@]}" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+names = sys.argv[2:]
+base = results[0]["median"]
+cordon = results[1]["median"]
+print(f"{'command':40} {'median ms':>10} {'vs bare':>8} {'vs cordon':>10}")
+for name, r in zip(names, results):
+    m = r["median"]
+    print(f"{name:40} {m*1000:10.3f} {m/base:8.2f} {m/cordon:10.2f}")
+bwrap = [r["median"] for n, r in zip(names, results) if n.startswith("bwrap")]
+if bwrap:
+    print(f"target: cordon standard at least 2x faster than bwrap --unshare-all: "
+          f"{bwrap[0]/cordon:.2f}x ({'met' if bwrap[0] >= 2 * cordon else 'not met'})")
+PY
+

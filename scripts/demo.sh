@@ -11,10 +11,19 @@ trap 'rm -rf "$state"' EXIT
 echo "== cordon probe: what this host enforces, and how"
 "$cordon" probe
 echo
+echo "== cordon run: the sandbox's view (its own root, pid 1, no network but lo, no secrets)"
+mkdir -p "$state/work"
+"$cordon" run --state-dir "$state" --workspace "$state/work" --shell \
+  'echo "uid $(id -u) on $(hostname) in $(pwd)"; echo "/: $(ls / | tr "\n" " ")";
+   echo "processes: $(ps -e -o pid=,comm= | tr -s " \n" " ")"; echo "links: $(ls /sys/class/net 2>/dev/null || ip -o link | cut -d: -f2)";
+   cat /etc/shadow | wc -c | sed "s/^/bytes of \/etc\/shadow: /"; echo hello > made-inside'
+echo "made-inside on the host: $(ls -l "$state/work/made-inside")"
+echo
 echo "== cordon run --timeout 1: a grandchild escapes with setsid, the parent hangs"
+echo "   (--isolation none: the pids written below are the host's)"
 pidfile=$state/grandchild.pid
 set +e
-"$cordon" run --state-dir "$state" --timeout 1 --grace 0.5 --json \
+"$cordon" run --state-dir "$state" --isolation none --timeout 1 --grace 0.5 --json \
   --shell "setsid sh -c 'sleep 300 & echo \$! > $pidfile'; echo started; sleep 300" |
   /usr/bin/python3 -m json.tool
 status=${PIPESTATUS[0]}

@@ -33,13 +33,20 @@ int Execute(const ProbeArgs& a) {
     PrintJson(contain::ToJson(*probe));
     return 0;
   }
-  std::printf("%-14s %-9s %-16s %s\n", "CAPABILITY", "STATUS", "MECHANISM", "DETAIL");
+  std::printf("%-14s %-9s %-27s %s\n", "CAPABILITY", "STATUS", "MECHANISM", "DETAIL");
   for (const auto& s : probe->capabilities) {
     std::string detail = s.enforceable ? "" : s.reason + (s.fix.empty() ? "" : "; fix: " + s.fix);
-    std::printf("%-14s %-9s %-16s %s\n", std::string(contain::CapabilityName(s.capability)).c_str(),
+    std::printf("%-14s %-9s %-27s %s\n", std::string(contain::CapabilityName(s.capability)).c_str(),
                 s.enforceable ? "enforced" : "degraded",
                 s.mechanism.empty() ? "-" : s.mechanism.c_str(), detail.c_str());
   }
+  const contain::IsolationSupport& iso = probe->isolation;
+  std::printf("\nisolation:\n  namespaces: %s\n  landlock: %s\n  seccomp: %s\n  ids: %s\n",
+              iso.namespaces.available ? "yes" : ("no: " + iso.namespaces.problem).c_str(),
+              iso.landlock_abi > 0 ? ("ABI " + std::to_string(iso.landlock_abi)).c_str() : "no",
+              iso.seccomp ? "yes" : "no",
+              iso.map_ids ? "each sandbox gets its own outside uid (uid_range)"
+                          : "sandboxes are mapped to the caller's own uid");
   std::printf("\ncgroups:\n");
   for (const auto& n : probe->cgroups.notes) std::printf("  %s\n", n.c_str());
   for (const auto* p : {&probe->cgroups.v2_problem, &probe->cgroups.v1_memory_problem,

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/units.h"
 #include "closure/program.h"
+#include "contain/policy.h"
 #include "contain/probe.h"
 #include "run/run_sync.h"
 #include "sys/fd.h"
@@ -29,6 +31,8 @@ struct RunArgs {
   std::string timeout, grace, output_limit, memory, pids, cpu_seconds, file_size, open_files,
       address_space;
   std::vector<std::string> require;
+  std::string isolation, network, tmp_size, policy;
+  std::vector<std::string> ro_binds, binds;
   bool permissive = false;
   bool json = false;
   bool quiet = false;
@@ -59,7 +63,26 @@ const std::map<std::string, std::string> kOptionForField = {
     {"limits.file_size_bytes", "--file-size"},
     {"limits.open_files", "--open-files"},
     {"limits.address_space_bytes", "--address-space"},
+    {"binds", "--bind/--ro-bind"},
+    {"tmp_size_bytes", "--tmp-size"},
+    {"uid_range", "--policy: uid_range"},
+    {"system_dirs", "--policy: system_dirs"},
+    {"hidden_paths", "--policy: hidden_paths"},
+    {"seccomp.deny", "--policy: seccomp.deny"},
 };
+
+// "SRC" or "SRC:DST" (--ro-bind, --bind).
+std::optional<std::string> ParseBind(const std::string& option, const std::string& text,
+                                     bool writable, std::vector<contain::Bind>& out) {
+  size_t colon = text.find(':');
+  contain::Bind b{text.substr(0, colon), colon == std::string::npos ? text : text.substr(colon + 1),
+                  writable};
+  if (b.source.empty() || b.target.empty()) {
+    return option + ": '" + text + "' is not SRC or SRC:DST";
+  }
+  out.push_back(std::move(b));
+  return std::nullopt;
+}
 
 // The user's name from /etc/passwd, else "uid:N". The binary is static, so
 // getpwuid (NSS, dlopen) is avoided; a label needs no directory service.
@@ -85,7 +108,40 @@ std::string DefaultOwner() {
 }
 
 // Fills `spec` from the arguments; on a bad value returns the message.
+// The policy file comes first: every option given on the command line
+// overrides it (a list option replaces the file's list).
 std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
+  if (a.Given("--policy")) {
+    auto text = sys::ReadFile(a.policy, 1 << 20);
+    if (!text) return "--policy: " + text.error().message();
+    if (auto bad = contain::ApplyPolicy(*text, spec)) {
+      return "--policy " + a.policy + ": " + bad->message();
+    }
+  }
+  contain::IsolationSpec& iso = spec.isolation;
+  if (a.Given("--isolation")) {
+    auto level = contain::ParseIsolation(a.isolation);
+    if (!level) return "--isolation: '" + a.isolation + "' is not none, standard or strict";
+    iso.level = *level;
+  }
+  if (a.Given("--network")) {
+    auto network = contain::ParseNetwork(a.network);
+    if (!network) return "--network: '" + a.network + "' is not none or host";
+    iso.network = *network;
+  }
+  for (auto [option, list, writable] :
+       {std::tuple{"--ro-bind", &a.ro_binds, false}, std::tuple{"--bind", &a.binds, true}}) {
+    if (!a.Given(option)) continue;
+    std::erase_if(iso.binds, [&](const contain::Bind& b) { return b.writable == writable; });
+    for (const auto& text : *list) {
+      if (auto bad = ParseBind(option, text, writable, iso.binds)) return bad;
+    }
+  }
+  if (a.Given("--tmp-size")) {
+    auto size = ParseSize(a.tmp_size);
+    if (!size) return "--tmp-size: " + size.error();
+    iso.tmp_size_bytes = *size;
+  }
   if (a.Given("--shell")) {
     if (!a.command.empty()) return "give either --shell 'CMD' or -- PROG ARGS..., not both";
     spec.shell = a.shell;
@@ -100,6 +156,11 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
     std::error_code ec;
     spec.workspace = std::filesystem::absolute(a.workspace, ec);
     if (ec) return "--workspace: " + ec.message();
+  } else if (iso.enabled()) {
+    // Named, so that it is checked like one given (it is shown inside).
+    std::error_code ec;
+    spec.workspace = std::filesystem::current_path(ec);
+    if (ec) return "--workspace: the current directory: " + ec.message();
   }
   for (const auto& entry : a.env) {
     size_t eq = entry.find('=');
@@ -205,9 +266,10 @@ void Write(int fd, std::string_view bytes) { (void)sys::WriteAll(fd, bytes); }
 void Explain(const run::RunResult& r, const contain::Spec& spec) {
   auto note = [](const std::string& line) { PrintError(kName, line); };
   if (r.setup_error) {
-    note("cannot start " + spec.Command()[0] + ": " +
-         std::string(contain::SetupStepName(r.setup_error->step)) + ": " +
-         sys::Error("", r.setup_error->err).message().substr(2));
+    const contain::SetupError& e = *r.setup_error;
+    note("cannot start " + spec.Command()[0] + ": " + std::string(contain::SetupStepName(e.step)) +
+         (e.detail.empty() ? "" : " (" + e.detail + ")") + ": " +
+         sys::Error("", e.err).message().substr(2));
   }
   if (r.outcome == run::Outcome::kTimedOut) {
     note("timed out after " + std::to_string(*spec.limits.timeout_ms) + " ms; the tree was torn " +
@@ -245,6 +307,7 @@ int Execute(const RunArgs& a) {
   if (!store) return kExitCordonFailed;
   contain::ProbeOptions probe_options;
   if (a.Given("--cgroup-root")) probe_options.cgroups.cgroup_root = a.cgroup_root;
+  probe_options.isolation = spec.isolation.enabled();
   auto probe = contain::ProbeHost(probe_options);
   if (!probe) {
     PrintError(kName, "cannot probe this host: " + probe.error().message());
@@ -268,6 +331,14 @@ int Execute(const RunArgs& a) {
     }
     options.execution.exec_fd = program->fd;
     options.execution.exec_fd_is_script = program->script;
+    // Inside a sandbox the closure is shown read-only where it is, so its
+    // files can find each other; what runs is still the verified descriptor.
+    if (spec.isolation.enabled()) {
+      std::error_code ec;
+      std::string where = std::filesystem::absolute(a.closure, ec).lexically_normal().string();
+      while (where.size() > 1 && where.back() == '/') where.pop_back();
+      spec.isolation.binds.push_back(contain::Bind{where, where, false});
+    }
   }
   if (!a.json) {
     options.execution.on_output = [](run::StreamId id, std::string_view bytes) {
@@ -332,7 +403,9 @@ Command AddRunCommand(CLI::App& app) {
     return a.options[name];
   };
   opt("--shell", a.shell, "Run CMD with /bin/sh -c instead of PROG ARGS")->type_name("CMD");
-  opt("--workspace", a.workspace, "Working directory of the command (default: the current one)")
+  opt("--workspace", a.workspace,
+      "The command's working directory, shown read-write at /workspace with isolation "
+      "(default: the current one)")
       ->type_name("DIR");
   a.options["--env"] =
       cmd->add_option("--env", a.env,
@@ -372,6 +445,32 @@ Command AddRunCommand(CLI::App& app) {
       "--permissive", a.permissive,
       "Run with an explicit limit this host cannot enforce, reported as degraded, instead of "
       "refusing");
+  opt("--isolation", a.isolation,
+      "none: limits and teardown only; standard (default): user, mount, pid, network, IPC and "
+      "UTS namespaces, a built filesystem view, seccomp, Landlock, no privileges; strict: "
+      "standard and no raw sockets or unusual socket families")
+      ->type_name("LEVEL");
+  opt("--network", a.network,
+      "none (default): only a private loopback; host: share the host's network (loud: it is "
+      "reported as a warning)")
+      ->type_name("none|host");
+  a.options["--ro-bind"] =
+      cmd->add_option("--ro-bind", a.ro_binds,
+                      "Show host path SRC read-only at DST inside (default: the same path); "
+                      "repeatable")
+          ->type_name("SRC[:DST]")
+          ->allow_extra_args(false);
+  a.options["--bind"] =
+      cmd->add_option("--bind", a.binds, "Show host path SRC read-write at DST inside; repeatable")
+          ->type_name("SRC[:DST]")
+          ->allow_extra_args(false);
+  opt("--tmp-size", a.tmp_size, "Size of the private /tmp (and /dev/shm); default 256M")
+      ->type_name("BYTES");
+  opt("--policy", a.policy,
+      "A TOML policy file with the same settings (isolation, network, ro_binds, binds, "
+      "tmp_size_bytes, uid_range, seccomp.deny, limits as timeout_ms, memory_bytes, ...); "
+      "options given here override it")
+      ->type_name("FILE");
   opt("--owner", a.owner, "Who the grant is recorded for (default: the user name)")
       ->type_name("NAME");
   opt("--state-dir", a.state_dir,

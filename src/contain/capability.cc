@@ -22,6 +22,16 @@ std::string_view CapabilityName(Capability c) {
       return "file_size";
     case Capability::kOpenFiles:
       return "open_files";
+    case Capability::kFilesystem:
+      return "filesystem";
+    case Capability::kNetwork:
+      return "network";
+    case Capability::kProcessView:
+      return "process_view";
+    case Capability::kSyscallFilter:
+      return "syscall_filter";
+    case Capability::kPrivileges:
+      return "privileges";
   }
   return "unknown";
 }

@@ -26,7 +26,7 @@ Resolution Resolve(const Spec& spec, const Probe& probe,
   Resolution r;
   std::set<Capability> explicit_caps = Explicit(spec);
   for (Capability c : Wanted(spec)) {
-    CapabilityStatus s = probe.Status(c);
+    CapabilityStatus s = probe.StatusFor(c, spec.isolation.enabled());
     if (auto b = broken.find(c); b != broken.end()) {
       s = CapabilityStatus{c, false, c == Capability::kProcessTree ? "process_group" : "",
                            b->second, s.fix};
@@ -59,6 +59,31 @@ AdmitError Refusal(const Resolution& r) {
   }
   if (any_explicit) message += "; use --permissive to run without what cannot be enforced";
   return AdmitError{AdmitError::Kind::kRefused, "", message, r.missing};
+}
+
+std::string Dirname(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+// The namespaces, Landlock and seccomp as the probe found them, and the
+// outside id of the sandbox: as root, one of the range (leased next to the
+// store, so that every supervisor using this state dir shares the pool);
+// otherwise the caller's own.
+sys::Result<GrantIsolation> DecideIsolation(const Spec& spec, const Probe& probe,
+                                            store::Store& store) {
+  const IsolationSupport& support = probe.isolation;
+  GrantIsolation g;
+  g.namespaces = support.namespaces.available;
+  g.landlock_abi = support.landlock_abi;
+  g.seccomp = support.seccomp;
+  g.outside_uid = ::getuid();
+  g.outside_gid = ::getgid();
+  IdRange range = spec.isolation.id_range;
+  bool map_ids = range == kDefaultIdRange ? support.map_ids : CanMapIdRange(range);
+  if (g.namespaces && map_ids) {
+    CORDON_ASSIGN_OR_RETURN(IdLease lease, IdLease::Acquire(Dirname(store.path()) + "/ids", range));
+    g.outside_uid = g.outside_gid = lease.id();
+    g.lease = std::move(lease);
+  }
+  return g;
 }
 
 }  // namespace
@@ -119,6 +144,15 @@ json SpecSummary(const Spec& spec) {
   for (Capability c : spec.required) required.push_back(CapabilityName(c));
   s["required"] = required;
   s["permissive"] = spec.permissive;
+  const IsolationSpec& iso = spec.isolation;
+  json binds = json::array();
+  for (const Bind& b : iso.binds) {
+    binds.push_back({{"src", b.source}, {"dst", b.target}, {"writable", b.writable}});
+  }
+  s["isolation"] = {{"level", IsolationName(iso.level)},
+                    {"network", NetworkName(iso.network)},
+                    {"binds", binds},
+                    {"tmp_size_bytes", iso.tmp_size_bytes}};
   return s;
 }
 
@@ -143,10 +177,10 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
       auto it = r.mechanisms.find(c);
       return it == r.mechanisms.end() ? std::string() : it->second;
     };
-    bool enforced_tree = std::find(r.enforced.begin(), r.enforced.end(),
-                                   Capability::kProcessTree) != r.enforced.end();
     CgroupLimits limits;
-    limits.tree = enforced_tree;
+    // The tree needs a group of its own only when a cgroup holds it (not
+    // when the pid namespace does).
+    limits.tree = CgroupBacked(mech(Capability::kProcessTree));
     if (CgroupBacked(mech(Capability::kMemory))) limits.memory_bytes = spec.limits.memory_bytes;
     if (CgroupBacked(mech(Capability::kProcessCount))) limits.pids = spec.limits.pids;
     if (!limits.tree && !limits.memory_bytes && !limits.pids) break;
@@ -170,6 +204,19 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
   grant.enforced = r.enforced;
   grant.degraded = r.degraded;
   grant.mechanisms = r.mechanisms;
+  if (spec.isolation.enabled()) {
+    auto isolation = DecideIsolation(spec, probe, store);
+    if (!isolation) {
+      if (grant.cgroups) (void)grant.cgroups->Remove();
+      return std::unexpected(
+          AdmitError{AdmitError::Kind::kInternal,
+                     "",
+                     "cannot take an id for the sandbox: " + isolation.error().message() +
+                         " (name another range with uid_range in a --policy)",
+                     {}});
+    }
+    grant.isolation = std::move(*isolation);
+  }
 
   store::GrantRecord record;
   record.id = grant.id;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "contain/grant_cgroups.h"
+#include "contain/id_lease.h"
 #include "contain/probe.h"
 #include "contain/spec.h"
 #include "store/store.h"
@@ -21,6 +22,18 @@ struct Degradation {
   std::string reason;
 };
 
+// How a grant is isolated, as admission decided it from the probe.
+struct GrantIsolation {
+  bool namespaces = false;  // user, mount, pid, IPC, UTS (and network) namespaces
+  int landlock_abi = 0;     // 0: no Landlock
+  bool seccomp = false;
+  // The outside ids of the sandbox's root: a leased id (root supervisor)
+  // or the caller's own.
+  uint32_t outside_uid = 0;
+  uint32_t outside_gid = 0;
+  std::optional<IdLease> lease;
+};
+
 struct Grant {
   std::string id;
   std::string owner;
@@ -28,6 +41,7 @@ struct Grant {
   std::vector<Degradation> degraded;
   std::map<Capability, std::string> mechanisms;
   std::optional<GrantCgroups> cgroups;
+  std::optional<GrantIsolation> isolation;  // none with --isolation none
 
   bool Enforces(Capability c) const;
   const std::string& Mechanism(Capability c) const;  // "" when none

@@ -25,6 +25,8 @@ class GrantTest : public ::testing::Test {
     store_.emplace(std::move(*s));
     spec_.argv = {"/bin/true"};
     spec_.owner = "tester";
+    // Admission of the foundation's capabilities; isolation's are below.
+    spec_.isolation.level = Isolation::kNone;
   }
   size_t Recorded() { return store_->ListGrants(true).value().size(); }
 
@@ -113,6 +115,45 @@ TEST_F(GrantTest, OnThisHostTheGrantGetsItsCgroupsAndIsRecordedActive) {
     EXPECT_EQ(testing::Slurp(path), std::to_string(64 << 20) + "\n");
   }
   EXPECT_TRUE(grant->cgroups->Remove());
+}
+
+TEST_F(GrantTest, IsolationIsDegradedWhereTheHostCannotIsolateAndRefusedWhenRequired) {
+  spec_.isolation.level = Isolation::kStandard;
+  auto grant = Acquire(spec_, NoCgroupProbe(), *store_);
+  ASSERT_TRUE(grant) << grant.error().message;
+  for (Capability c : kIsolationCapabilities) {
+    if (c == Capability::kPrivileges) continue;  // no_new_privs holds without namespaces
+    bool degraded = false;
+    for (const auto& d : grant->degraded) degraded |= d.capability == c && !d.reason.empty();
+    EXPECT_TRUE(degraded) << CapabilityName(c);
+  }
+  spec_.required = {Capability::kFilesystem};
+  auto refused = Acquire(spec_, NoCgroupProbe(), *store_);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, AdmitError::Kind::kRefused);
+  EXPECT_EQ(refused.error().missing[0].capability, Capability::kFilesystem);
+}
+
+TEST_F(GrantTest, WithoutACgroupThePidNamespaceHoldsTheTree) {
+  Probe p = NoCgroupProbe();
+  p.isolation.namespaces.available = true;
+  p.isolation.landlock_abi = 6;
+  p.isolation.seccomp = true;
+  p.capabilities = ResolveCapabilities(p.cgroups, false, p.isolation, /*root=*/false);
+  p.process_tree_unisolated = ResolveCapabilities(p.cgroups, false).front();
+  spec_.isolation.level = Isolation::kStandard;
+  auto grant = Acquire(spec_, p, *store_);
+  ASSERT_TRUE(grant) << grant.error().message;
+  EXPECT_EQ(grant->Mechanism(Capability::kProcessTree), "pid_namespace");
+  EXPECT_TRUE(grant->Enforces(Capability::kFilesystem));
+  ASSERT_TRUE(grant->isolation);
+  EXPECT_EQ(grant->isolation->outside_uid, ::getuid());  // not root: the caller's own id
+  // Without isolation there is no namespace to hold it.
+  spec_.isolation.level = Isolation::kNone;
+  auto plain = Acquire(spec_, p, *store_);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->Mechanism(Capability::kProcessTree), "process_group");
+  EXPECT_FALSE(plain->isolation);
 }
 
 TEST(GrantIdTest, IsARandomUuid) {

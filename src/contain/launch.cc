@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -12,6 +13,13 @@
 #include <csignal>
 #include <cstring>
 
+#include "contain/landlock.h"
+#include "contain/mounts.h"
+#include "contain/namespaces.h"
+#include "contain/pid_init.h"
+#include "contain/privileges.h"
+#include "contain/seccomp.h"
+
 namespace cordon::contain {
 namespace {
 
@@ -20,7 +28,10 @@ constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 struct SetupRecord {
   int32_t step;
   int32_t err;
+  int32_t index;  // the part of the step that failed, or -1
 };
+
+constexpr const char* kHostname = "cordon";
 
 // Everything the child reads, as plain pointers and descriptors. Built in
 // the parent; the child only reads it.
@@ -39,12 +50,25 @@ struct ChildPlan {
   bool keep_exec_fd;
   char* const* argv;
   char* const* envp;
+  // Isolation (all off for isolation none).
+  bool namespaced;   // clone3 made new namespaces: this child is their init
+  int sync_fd;       // the supervisor writes a byte once the id maps are in place
+  int sync_peer_fd;  // the supervisor's end: closed here, so that its EOF can be seen
+  int status_fd;     // the init reports the command's exit here
+  int lease_fd;      // the sandbox's outside id, held by the init
+  bool new_network;  // a network namespace of its own, with lo up
+  const MountStep* mounts;
+  size_t mount_count;
+  const char* cwd;  // set: chdir here (the sandbox's view) instead of workspace_fd
+  bool drop_privileges;
+  const LandlockPlan* landlock;      // null: none
+  const struct sock_fprog* seccomp;  // null: none
 };
 
 // --- Child side: async-signal-safe only. ---
 
-[[noreturn]] void Report(const ChildPlan& p, SetupStep step, int err) {
-  SetupRecord record{static_cast<int32_t>(step), err};
+[[noreturn]] void Report(const ChildPlan& p, SetupStep step, int err, int index = -1) {
+  SetupRecord record{static_cast<int32_t>(step), err, index};
   // Nothing to do if this fails: the parent then sees exit 127 without a record.
   (void)!::write(p.error_fd, &record, sizeof record);
   ::_exit(127);
@@ -89,6 +113,7 @@ int SetupStdio(const ChildPlan& p) {
 }
 
 int EnterWorkspace(const ChildPlan& p) {
+  if (p.cwd != nullptr) return ::chdir(p.cwd) == 0 ? 0 : errno;
   if (p.workspace_fd < 0) return 0;
   return ::fchdir(p.workspace_fd) == 0 ? 0 : errno;
 }
@@ -119,21 +144,64 @@ int Exec(const ChildPlan& p) {
   return denied ? EACCES : err;
 }
 
-[[noreturn]] void ChildMain(const ChildPlan& p) {
 #define CORDON_STEP(step, call)                              \
   do {                                                       \
     if (int err_ = (call); err_ != 0) Report(p, step, err_); \
   } while (0)
-  CORDON_STEP(SetupStep::kCgroup, JoinCgroups(p));
-  CORDON_STEP(SetupStep::kSignals, ResetSignals());
-  CORDON_STEP(SetupStep::kSession, NewSession());
+
+// The command's own steps, in the process that becomes it: the main
+// process itself, or (with namespaces) the child of the pid namespace's
+// init. Privileges go in order: capabilities, then no_new_privs (which
+// Landlock needs), Landlock, and seccomp last of all, since it refuses
+// the very calls the steps before it make.
+[[noreturn]] void CommandMain(const ChildPlan& p) {
+  if (p.namespaced) CORDON_STEP(SetupStep::kSignals, UnblockSignals());
   CORDON_STEP(SetupStep::kRlimits, ApplyRlimits(p));
   CORDON_STEP(SetupStep::kStdio, SetupStdio(p));
   CORDON_STEP(SetupStep::kWorkspace, EnterWorkspace(p));
+  if (p.drop_privileges) {
+    CORDON_STEP(SetupStep::kCapabilities, DropCapabilities());
+    CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
+  }
+  CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
   CORDON_STEP(SetupStep::kCloseFds, CloseInheritedFds());
-  Report(p, SetupStep::kExec, Exec(p));  // returns only on failure
-#undef CORDON_STEP
+  CORDON_STEP(SetupStep::kSeccomp, InstallSeccomp(p.seccomp));  // last: it forbids the above
+  Report(p, SetupStep::kExec, Exec(p));                         // returns only on failure
 }
+
+int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan)); }
+
+// The setup checklist. Without namespaces (isolation none, or Landlock
+// alone) the child goes straight on to be the command. With them it is
+// pid 1 of a new pid namespace: it builds the sandbox's world as root of
+// its user namespace, then forks the command and stays as its init.
+[[noreturn]] void ChildMain(const ChildPlan& p) {
+  CORDON_STEP(SetupStep::kCgroup, JoinCgroups(p));
+  CORDON_STEP(SetupStep::kSignals, ResetSignals());
+  CORDON_STEP(SetupStep::kSession, NewSession());
+  if (!p.namespaced) CommandMain(p);
+
+  // First, while the supervisor writes the id maps: the network namespace
+  // is the slowest to make and needs no mapping.
+  if (p.new_network) CORDON_STEP(SetupStep::kNetwork, NewNetwork());
+  ::close(p.sync_peer_fd);
+  CORDON_STEP(SetupStep::kUserNamespace, AwaitIdMaps(p.sync_fd));
+  CORDON_STEP(SetupStep::kHostname, SetHostname(kHostname));
+  int failed_mount = -1;
+  if (int err = BuildRoot(p.mounts, p.mount_count, &failed_mount); err != 0) {
+    Report(p, SetupStep::kMounts, err, failed_mount);
+  }
+  CORDON_STEP(SetupStep::kInit, BlockInitSignals());
+  // The command shares the init's memory until its execve (CLONE_VM |
+  // CLONE_VFORK, as posix_spawn does): no copy of the page tables of what
+  // is a copy of the whole supervisor. Its steps only touch this stack.
+  alignas(16) static char command_stack[64 * 1024];
+  pid_t command = ::clone(CommandEntry, command_stack + sizeof command_stack,
+                          CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&p));
+  if (command < 0) Report(p, SetupStep::kInit, errno);
+  RunInit(command, p.status_fd, p.lease_fd);
+}
+#undef CORDON_STEP
 
 // --- Parent side. ---
 
@@ -176,6 +244,36 @@ class SignalBlock final {
   sigset_t saved_;
 };
 
+// Clears the calling thread's supplementary groups for as long as it
+// lives. A root supervisor's groups (gid 0 among them) would otherwise be
+// copied into the sandbox, where they still grant access to host files
+// though they show as `nogroup`; and inside, with setgroups denied, they
+// cannot be dropped. Credentials are per thread in the kernel and clone3
+// copies the calling thread's, so the raw system call (not the C
+// library's, which changes every thread) clears them for the clone alone.
+class NoSupplementaryGroups final {
+ public:
+  NoSupplementaryGroups() {
+    int n = ::getgroups(0, nullptr);
+    if (n <= 0) return;
+    saved_.resize(static_cast<size_t>(n));
+    n = ::getgroups(n, saved_.data());
+    if (n <= 0 || ::syscall(SYS_setgroups, 0, nullptr) != 0) {
+      saved_.clear();  // nothing to restore
+      return;
+    }
+    saved_.resize(static_cast<size_t>(n));
+  }
+  ~NoSupplementaryGroups() {
+    if (!saved_.empty()) ::syscall(SYS_setgroups, saved_.size(), saved_.data());
+  }
+  NoSupplementaryGroups(const NoSupplementaryGroups&) = delete;
+  NoSupplementaryGroups& operator=(const NoSupplementaryGroups&) = delete;
+
+ private:
+  std::vector<gid_t> saved_;
+};
+
 }  // namespace
 
 std::string_view SetupStepName(SetupStep step) {
@@ -196,6 +294,24 @@ std::string_view SetupStepName(SetupStep step) {
       return "close_fds";
     case SetupStep::kExec:
       return "exec";
+    case SetupStep::kUserNamespace:
+      return "user_namespace";
+    case SetupStep::kHostname:
+      return "hostname";
+    case SetupStep::kNetwork:
+      return "network";
+    case SetupStep::kMounts:
+      return "mounts";
+    case SetupStep::kInit:
+      return "init";
+    case SetupStep::kCapabilities:
+      return "capabilities";
+    case SetupStep::kNoNewPrivs:
+      return "no_new_privs";
+    case SetupStep::kLandlock:
+      return "landlock";
+    case SetupStep::kSeccomp:
+      return "seccomp";
   }
   return "unknown";
 }
@@ -237,6 +353,14 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds out, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds err, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds setup, sys::MakePipe());
+  Sandbox* sandbox = request.sandbox;
+  const bool namespaced = sandbox != nullptr && sandbox->namespaced();
+  sys::PipeFds sync;
+  sys::PipeFds status;
+  if (namespaced) {
+    CORDON_ASSIGN_OR_RETURN(sync, sys::MakePipe());
+    CORDON_ASSIGN_OR_RETURN(status, sys::MakePipe());
+  }
   CORDON_ASSIGN_OR_RETURN(sys::UniqueFd in, StdinFd(request.stdin_bytes));
   sys::UniqueFd workspace;
   if (request.workspace) {
@@ -275,11 +399,24 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .keep_exec_fd = request.exec_fd_is_script,
       .argv = argv.data(),
       .envp = envp.data(),
+      .namespaced = namespaced,
+      .sync_fd = sync.read.get(),
+      .sync_peer_fd = sync.write.get(),
+      .status_fd = status.write.get(),
+      .lease_fd = sandbox != nullptr ? sandbox->lease_fd() : -1,
+      .new_network = namespaced && sandbox->new_network(),
+      .mounts = namespaced ? sandbox->mounts()->steps() : nullptr,
+      .mount_count = namespaced ? sandbox->mounts()->size() : 0,
+      .cwd = namespaced ? kSandboxWorkspace : nullptr,
+      .drop_privileges = sandbox != nullptr,
+      .landlock = sandbox != nullptr ? sandbox->landlock() : nullptr,
+      .seccomp = sandbox != nullptr ? sandbox->seccomp() : nullptr,
   };
 
   int pidfd = -1;
   struct clone_args args {};
-  args.flags = CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+  args.flags = CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0) |
+               (namespaced ? sandbox->clone_flags() : 0);
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   args.cgroup = cgroup_fd >= 0 ? static_cast<uint64_t>(cgroup_fd) : 0;
@@ -287,12 +424,15 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   long pid;
   {
     SignalBlock block;
+    std::optional<NoSupplementaryGroups> no_groups;
+    if (namespaced && ::geteuid() == 0) no_groups.emplace();
     pid = ::syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) ChildMain(plan);
   }
   if (pid < 0) {
     return sys::FailErrno(std::string("clone3(CLONE_PIDFD") +
-                          (cgroup_fd >= 0 ? " | CLONE_INTO_CGROUP" : "") + ")");
+                          (cgroup_fd >= 0 ? " | CLONE_INTO_CGROUP" : "") +
+                          (namespaced ? " | namespaces" : "") + ")");
   }
   auto started = std::chrono::steady_clock::now();
 
@@ -305,18 +445,38 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   err.write.reset();
   setup.write.reset();
   in.reset();
+  if (namespaced) {
+    // The child waits for its id maps (and its idmapped workspace) before
+    // it touches anything; EOF without the byte tells it to give up.
+    sync.read.reset();
+    status.write.reset();
+    auto entered = sandbox->Enter(launched.pidfd.pid());
+    if (entered) (void)!::write(sync.write.get(), "1", 1);
+    sync.write.reset();
+    if (!entered) {
+      (void)launched.pidfd.SendSignal(SIGKILL);
+      (void)launched.pidfd.Reap();
+      return std::unexpected(entered.error().Context("set up the user namespace"));
+    }
+    launched.init_report = std::move(status.read);
+  }
 
   auto finish = [&]() -> sys::Result<void> {
+    // The child is ours and unreaped, so its pid cannot be recycled yet.
+    CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
+    if (request.on_started) request.on_started(launched.identity, launched.pgid);
     // EOF means execve succeeded (the pipe is close-on-exec); a record
     // means a step failed. Child setup is short and cannot block on us.
     SetupRecord record{};
     CORDON_ASSIGN_OR_RETURN(std::string report, sys::ReadAll(setup.read.get(), sizeof record));
     if (report.size() == sizeof record) {
       std::memcpy(&record, report.data(), sizeof record);
-      launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err};
+      launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err, ""};
+      if (record.step == static_cast<int32_t>(SetupStep::kMounts) && namespaced) {
+        launched.setup_error->detail =
+            sandbox->mounts()->Describe(static_cast<size_t>(record.index));
+      }
     }
-    // The child is ours and unreaped, so its pid cannot be recycled yet.
-    CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
     CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(out.read.get()));
     CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(err.read.get()));
     return {};

@@ -8,35 +8,49 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "contain/grant_cgroups.h"
+#include "contain/sandbox.h"
 #include "proc/identity.h"
 #include "sys/pidfd.h"
 
 namespace cordon::contain {
 
-// The child's setup checklist, in order. A failure is reported to the
-// parent as {step, errno} and the child exits 127.
+// The child's setup checklist, in order (launch.cc, ChildMain). A failure
+// is reported to the parent as {step, errno} and the child exits 127.
 enum class SetupStep : int32_t {
   kCgroup = 1,  // join the v1 groups (the v2 group was entered by clone3)
   kSignals,     // default dispositions, empty mask
   kSession,     // setsid: its own session and process group
   kRlimits,
   kStdio,
-  kWorkspace,  // fchdir
+  kWorkspace,  // chdir /workspace, or fchdir to the host directory
   kCloseFds,   // close_range: nothing of the supervisor's leaks in
   kExec,
+  // With isolation (numbered after the foundation's, whose values are in
+  // records already):
+  kNetwork,        // a new network namespace, `lo` up
+  kUserNamespace,  // wait for the id maps, become root of the namespace
+  kHostname,       // "cordon" (UTS namespace)
+  kMounts,         // the new root: binds, /proc, /dev, /tmp, pivot_root
+  kInit,           // the pid namespace's init forks the command
+  kCapabilities,   // drop every capability, lock securebits
+  kNoNewPrivs,
+  kLandlock,
+  kSeccomp,  // the very last step before execve: it forbids the ones above
 };
 
 std::string_view SetupStepName(SetupStep step);
 
 struct SetupError {
   SetupStep step;
-  int err;  // errno
+  int err;             // errno
+  std::string detail;  // which part of the step, when it has parts ("bind /usr at /usr")
 };
 
 struct RlimitSetting {
@@ -60,6 +74,13 @@ struct LaunchRequest {
   // The file behind exec_fd is a "#!" script: its interpreter reads it
   // through /dev/fd/N, so the descriptor stays open across execve.
   bool exec_fd_is_script = false;
+  // Called once the main process exists, before its setup is waited for:
+  // what the caller records about it (the store) overlaps the child's
+  // setup instead of following it. Optional.
+  std::function<void(const proc::Identity&, pid_t pgid)> on_started;
+  // Isolation, prepared by the caller (null: none). With namespaces the
+  // main process is the pid namespace's init, and the command its child.
+  Sandbox* sandbox = nullptr;
 };
 
 struct Launched {
@@ -70,6 +91,9 @@ struct Launched {
   sys::UniqueFd stderr_read;  // non-blocking
   // Set when the child failed before execve; it has exited (unreaped).
   std::optional<SetupError> setup_error;
+  // With a pid namespace: where the init reports the command's exit
+  // (ReadInitReport, once the main process has exited).
+  sys::UniqueFd init_report;
   std::chrono::steady_clock::time_point started;
 };
 

@@ -5,6 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+
+#include "contain/namespaces.h"
+#include "contain/pid_init.h"
 #include "support.h"
 
 namespace cordon::contain {
@@ -153,6 +157,65 @@ TEST(LaunchTest, TheChildLeadsItsOwnSessionAndGroup) {
   Finished f = LaunchAndWait(r);
   std::string pid = std::to_string(f.launched.identity.pid);
   EXPECT_EQ(f.out, pid + " " + pid + "\n" + pid + "\n");
+}
+
+class SandboxLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    NamespaceSupport ns = ProbeNamespaces();
+    if (!ns.available) GTEST_SKIP() << ns.problem;
+  }
+  // A sandbox mapped to the caller's own ids, with this test's workspace.
+  Sandbox Make() {
+    SandboxRequest r;
+    r.spec = &iso_;
+    r.workspace = work_.path();
+    r.namespaces = true;
+    r.seccomp = SeccompAvailable();
+    r.landlock_abi = LandlockAbi();
+    r.outside_uid = ::getuid();
+    r.outside_gid = ::getgid();
+    auto s = Sandbox::Prepare(r);
+    EXPECT_TRUE(s) << s.error().message();
+    return std::move(*s);
+  }
+  IsolationSpec iso_;
+  testing::TempDir work_;
+};
+
+TEST_F(SandboxLaunchTest, TheCommandRunsUnderAnInitThatReportsItsExit) {
+  Sandbox sandbox = Make();
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c",
+            "echo $$; hostname; pwd; cut -d' ' -f1 /proc/1/stat; touch made; kill -TERM $$"};
+  r.sandbox = &sandbox;
+  Finished f = LaunchAndWait(r);
+  EXPECT_FALSE(f.launched.setup_error) << SetupStepName(f.launched.setup_error->step);
+  // pid 1 is the init, the command pid 2, in a UTS namespace of its own,
+  // in the workspace, which is the test's directory.
+  EXPECT_EQ(f.out, "2\ncordon\n/workspace\n1\n") << f.err;
+  EXPECT_TRUE(std::filesystem::exists(work_ / "made"));
+  // The init exited normally; the command's own end is in its report.
+  EXPECT_FALSE(f.exit.signaled);
+  ASSERT_TRUE(f.launched.init_report);
+  auto command = ReadInitReport(f.launched.init_report.get());
+  ASSERT_TRUE(command);
+  EXPECT_TRUE(command->signaled);
+  EXPECT_EQ(command->status, SIGTERM);
+}
+
+TEST_F(SandboxLaunchTest, AFailingMountNamesItsPartAndTheErrno) {
+  // Beneath read-only /usr a mount point cannot be made.
+  iso_.binds = {{"/etc/hostname", "/usr/cordon-no-such-dir/hostname", false}};
+  Sandbox sandbox = Make();
+  LaunchRequest r;
+  r.argv = {"/bin/true"};
+  r.sandbox = &sandbox;
+  Finished f = LaunchAndWait(r);
+  ASSERT_TRUE(f.launched.setup_error);
+  EXPECT_EQ(SetupStepName(f.launched.setup_error->step), "mounts");
+  EXPECT_EQ(f.launched.setup_error->err, EROFS);
+  EXPECT_EQ(f.launched.setup_error->detail, "mkdir /usr/cordon-no-such-dir");
 }
 
 }  // namespace

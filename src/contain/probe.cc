@@ -4,8 +4,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "contain/landlock.h"
+#include "contain/seccomp.h"
+
 namespace cordon::contain {
 namespace {
+
+constexpr const char* kNamespaceFix =
+    "allow user namespaces for this user (sysctl kernel.unprivileged_userns_clone=1, "
+    "user.max_user_namespaces > 0, or an AppArmor profile that permits them for cordon), or run "
+    "cordon as root";
 
 constexpr const char* kCgroupFix =
     "run as root, or inside a cgroup delegated to this user, or name a writable one with "
@@ -32,7 +40,60 @@ CapabilityStatus LimitStatus(Capability c, const CgroupPlan& plan, const std::st
   return Unavailable(c, "", reason, kCgroupFix);
 }
 
+CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool root) {
+  const NamespaceSupport& ns = iso.namespaces;
+  bool landlock = iso.landlock_abi > 0;
+  std::string no_ns = "no user namespace can be made: " + ns.problem;
+  switch (c) {
+    case Capability::kFilesystem:
+      if (ns.available)
+        return Enforced(c, landlock ? "mount_namespace+landlock" : "mount_namespace");
+      // Where namespaces are refused, Landlock alone keeps the filesystem
+      // policy: reads and writes outside the declared paths fail.
+      if (landlock) return Enforced(c, "landlock");
+      return Unavailable(c, "", no_ns + "; and this kernel has no Landlock", kNamespaceFix);
+    case Capability::kNetwork:
+      if (ns.available && ns.network) return Enforced(c, "network_namespace");
+      return Unavailable(
+          c, iso.seccomp ? "seccomp" : "",
+          (ns.available ? "network namespaces are switched off (user.max_net_namespaces is 0)"
+                        : no_ns) +
+              (iso.seccomp ? "; seccomp refuses IP sockets, but the host's Unix sockets stay "
+                             "reachable"
+                           : ""),
+          kNamespaceFix);
+    case Capability::kProcessView:
+      if (ns.available) return Enforced(c, "pid_namespace");
+      return Unavailable(c, iso.landlock_abi >= 6 ? "landlock" : "",
+                         no_ns + "; host processes stay visible in /proc" +
+                             (iso.landlock_abi >= 6 ? " (Landlock keeps signals to them out)" : ""),
+                         kNamespaceFix);
+    case Capability::kSyscallFilter:
+      if (iso.seccomp) return Enforced(c, "seccomp");
+      return Unavailable(c, "", "this kernel takes no seccomp filters",
+                         "a kernel built with CONFIG_SECCOMP_FILTER");
+    case Capability::kPrivileges:
+      if (!ns.available) return Enforced(c, "no_new_privs");
+      if (root && !iso.map_ids) {
+        return Unavailable(c, "no_new_privs",
+                           "a sandbox would be uid 0 outside: this root lacks CAP_SETUID/"
+                           "CAP_SETGID or the uid_range is not mapped in its user namespace",
+                           "give cordon CAP_SETUID and CAP_SETGID and a uid_range mapped here");
+      }
+      return Enforced(c, "user_namespace+no_new_privs");
+    default:
+      return Unavailable(c, "", "not an isolation capability", "");
+  }
+}
+
 }  // namespace
+
+const CapabilityStatus& Probe::StatusFor(Capability c, bool isolated) const {
+  if (!isolated && c == Capability::kProcessTree && process_tree_unisolated) {
+    return *process_tree_unisolated;
+  }
+  return Status(c);
+}
 
 const CapabilityStatus& Probe::Status(Capability c) const {
   for (const auto& s : capabilities) {
@@ -43,6 +104,11 @@ const CapabilityStatus& Probe::Status(Capability c) const {
 }
 
 bool NprocLimitEffective() {
+  // Inside a user namespace (a container, or the restricted host of
+  // LINUX-NOTES.md) uid 0 holds no capability where the limit is checked.
+  auto map = sys::ReadFile("/proc/self/uid_map", 4096);
+  // (The kernel asks for CAP_SYS_RESOURCE/CAP_SYS_ADMIN in the initial one.)
+  if (map && map->find("4294967295") == std::string::npos) return true;
   if (::getuid() == 0 || ::geteuid() == 0) return false;
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
@@ -51,13 +117,18 @@ bool NprocLimitEffective() {
   return !has(CAP_SYS_ADMIN) && !has(CAP_SYS_RESOURCE);
 }
 
-std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective) {
+std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective,
+                                                  const IsolationSupport& isolation, bool root) {
   std::vector<CapabilityStatus> out;
   for (Capability c : kAllCapabilities) {
     switch (c) {
       case Capability::kProcessTree:
         if (!plan.v2_parent.empty()) {
           out.push_back(Enforced(c, "cgroup2"));
+        } else if (isolation.namespaces.available) {
+          // The init of the sandbox's pid namespace holds every descendant:
+          // killing it kills them all, and its exit proves they are gone.
+          out.push_back(Enforced(c, "pid_namespace"));
         } else {
           out.push_back(
               Unavailable(c, "process_group",
@@ -91,6 +162,13 @@ std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool n
       case Capability::kOpenFiles:
         out.push_back(Enforced(c, "rlimit"));
         break;
+      case Capability::kFilesystem:
+      case Capability::kNetwork:
+      case Capability::kProcessView:
+      case Capability::kSyscallFilter:
+      case Capability::kPrivileges:
+        out.push_back(IsolationStatus(c, isolation, root));
+        break;
     }
   }
   return out;
@@ -119,7 +197,17 @@ nlohmann::json ToJson(const Probe& probe) {
         {"v1_pids", opt(c.v1_pids_problem)}}},
       {"notes", c.notes},
   };
-  return {{"euid", probe.euid}, {"capabilities", caps}, {"cgroups", cgroups}};
+  const IsolationSupport& i = probe.isolation;
+  json isolation = {
+      {"namespaces", i.namespaces.available},
+      {"namespaces_problem", opt(i.namespaces.problem)},
+      {"network_namespaces", i.namespaces.network},
+      {"landlock_abi", i.landlock_abi},
+      {"seccomp", i.seccomp},
+      {"own_uid_per_sandbox", i.map_ids},
+  };
+  return {
+      {"euid", probe.euid}, {"capabilities", caps}, {"cgroups", cgroups}, {"isolation", isolation}};
 }
 
 sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
@@ -133,7 +221,19 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
     probe.cgroups.v1_memory_problem = probe.cgroups.v2_problem;
     probe.cgroups.v1_pids_problem = probe.cgroups.v2_problem;
   }
-  probe.capabilities = ResolveCapabilities(probe.cgroups, NprocLimitEffective());
+  if (options.isolation) {
+    probe.isolation.namespaces = ProbeNamespaces();
+    probe.isolation.landlock_abi = LandlockAbi();
+    probe.isolation.seccomp = SeccompAvailable();
+    probe.isolation.map_ids = CanMapIdRange(kDefaultIdRange);
+  } else {
+    probe.isolation.namespaces.problem = "not probed (no isolation was asked for)";
+  }
+  bool nproc = NprocLimitEffective();
+  probe.capabilities = ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0);
+  for (const auto& s : ResolveCapabilities(probe.cgroups, nproc)) {
+    if (s.capability == Capability::kProcessTree) probe.process_tree_unisolated = s;
+  }
   return probe;
 }
 

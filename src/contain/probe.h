@@ -7,11 +7,13 @@
 #include <sys/types.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "contain/capability.h"
 #include "contain/cgroup_plan.h"
+#include "contain/namespaces.h"
 
 namespace cordon::contain {
 
@@ -25,16 +27,36 @@ struct CapabilityStatus {
   std::string fix;     // what would make it enforceable
 };
 
+// What isolation can use here, each observed: a namespace made and used,
+// the Landlock ABI the kernel reports, a seccomp query answered.
+struct IsolationSupport {
+  NamespaceSupport namespaces;
+  int landlock_abi = 0;
+  bool seccomp = false;
+  // Root can give each sandbox its own outside id (from the default range).
+  bool map_ids = false;
+};
+
 struct Probe {
   uid_t euid = 0;
   CgroupPlan cgroups;
-  std::vector<CapabilityStatus> capabilities;  // one per Capability, in kAllCapabilities order
+  IsolationSupport isolation;
+  // One per Capability, in kAllCapabilities order, for an isolated run
+  // (the default): process_tree may rest on the pid namespace.
+  std::vector<CapabilityStatus> capabilities;
+  // process_tree for a run without isolation (no pid namespace to use);
+  // unset: the same as for an isolated run.
+  std::optional<CapabilityStatus> process_tree_unisolated;
 
   const CapabilityStatus& Status(Capability c) const;
+  const CapabilityStatus& StatusFor(Capability c, bool isolated) const;
 };
 
 struct ProbeOptions {
   PlanOptions cgroups;
+  // Observe what isolation can use (a namespace made, ~0.2 ms); a caller
+  // that runs without isolation skips it and gets none.
+  bool isolation = true;
 };
 
 // Observes this host: cgroup hierarchies (preparing cordon's parent groups),
@@ -42,11 +64,14 @@ struct ProbeOptions {
 sys::Result<Probe> ProbeHost(const ProbeOptions& options);
 
 // {"euid", "capabilities": [{capability, enforceable, mechanism, reason, fix}],
-//  "cgroups": {...}}: what `cordon probe --json` and GET /v1/probe show.
+//  "cgroups": {...}, "isolation": {...}}: what `cordon probe --json` and GET /v1/probe show.
 nlohmann::json ToJson(const Probe& probe);
 
-// Pure: the capability table that follows from a cgroup plan and privileges.
-std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective);
+// Pure: the capability table that follows from a cgroup plan, privileges
+// and isolation support (none by default).
+std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective,
+                                                  const IsolationSupport& isolation = {},
+                                                  bool root = false);
 
 // Whether RLIMIT_NPROC binds a child with this process's credentials: it is
 // not enforced for uid 0 nor with CAP_SYS_ADMIN or CAP_SYS_RESOURCE.

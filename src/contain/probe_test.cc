@@ -13,9 +13,15 @@ TEST(ResolveCapabilitiesTest, HybridHostAsRoot) {
   plan.v2_parent = "/sys/fs/cgroup/unified/cordon";
   plan.v1_memory_parent = "/sys/fs/cgroup/memory/cordon";
   plan.v1_pids_parent = "/sys/fs/cgroup/pids/cordon";
+  IsolationSupport iso;
+  iso.namespaces.available = iso.namespaces.network = true;
+  iso.landlock_abi = 7;
+  iso.seccomp = iso.map_ids = true;
   Probe p;
-  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/false);
+  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/false, iso, /*root=*/true);
   ASSERT_EQ(p.capabilities.size(), kAllCapabilities.size());
+  EXPECT_EQ(p.Status(Capability::kFilesystem).mechanism, "mount_namespace+landlock");
+  EXPECT_EQ(p.Status(Capability::kProcessView).mechanism, "pid_namespace");
   EXPECT_EQ(p.Status(Capability::kProcessTree).mechanism, "cgroup2");
   EXPECT_EQ(p.Status(Capability::kMemory).mechanism, "cgroup1 memory");
   EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "cgroup1 pids");
@@ -51,6 +57,29 @@ TEST(ResolveCapabilitiesTest, UnprivilegedWithoutCgroups) {
   EXPECT_TRUE(p.Status(Capability::kProcessCount).enforceable);
   EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "rlimit");
   EXPECT_TRUE(p.Status(Capability::kWallClock).enforceable);
+}
+
+TEST(ResolveCapabilitiesTest, WhereNamespacesAreRefusedLandlockAloneKeepsTheFilesystem) {
+  IsolationSupport iso;
+  iso.namespaces.problem = "clone: ENOSPC";
+  iso.landlock_abi = 6;
+  iso.seccomp = true;
+  Probe p;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, iso, false);
+  EXPECT_TRUE(p.Status(Capability::kFilesystem).enforceable);
+  EXPECT_EQ(p.Status(Capability::kFilesystem).mechanism, "landlock");
+  for (Capability c : {Capability::kNetwork, Capability::kProcessView}) {
+    const auto& s = p.Status(c);
+    EXPECT_FALSE(s.enforceable) << CapabilityName(c);
+    EXPECT_NE(s.reason.find("ENOSPC"), std::string::npos) << s.reason;
+    EXPECT_FALSE(s.fix.empty());
+  }
+  EXPECT_EQ(p.Status(Capability::kNetwork).mechanism, "seccomp");
+  EXPECT_EQ(p.Status(Capability::kSyscallFilter).mechanism, "seccomp");
+  EXPECT_EQ(p.Status(Capability::kPrivileges).mechanism, "no_new_privs");
+  iso.landlock_abi = 0;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, iso, false);
+  EXPECT_FALSE(p.Status(Capability::kFilesystem).enforceable);
 }
 
 TEST(ResolveCapabilitiesTest, RootWithoutPidsCgroupCannotCountProcesses) {

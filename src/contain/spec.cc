@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "contain/seccomp.h"
+
 namespace cordon::contain {
 namespace {
 
@@ -98,7 +100,137 @@ std::optional<SpecError> ValidateLimits(const Limits& l) {
   return std::nullopt;
 }
 
+// An absolute path without empty, "." or ".." segments, as every path that
+// becomes a mount point or a Landlock rule must be: "/a/../etc" would name
+// something other than what a reader of the policy sees.
+std::optional<std::string> PathProblem(const std::string& path) {
+  if (path.empty()) return "the path is empty";
+  if (HasNul(path)) return "the path contains a NUL byte";
+  if (path[0] != '/') return "'" + path + "' is not an absolute path";
+  if (path == "/") return std::nullopt;
+  if (path.back() == '/') return "'" + path + "' ends with '/'";
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string_view segment(path.data() + start, end - start);
+    if (segment.empty() || segment == "." || segment == "..") {
+      return "'" + path + "' has an empty, '.' or '..' segment";
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+bool Beneath(const std::string& path, const std::string& dir) {
+  return path == dir || path.starts_with(dir + "/");
+}
+
+std::optional<SpecError> ValidateIsolation(const IsolationSpec& iso) {
+  if (!iso.enabled()) {
+    if (!iso.binds.empty()) {
+      return SpecError{"binds", "binds need isolation (standard or strict), not none"};
+    }
+    return std::nullopt;
+  }
+  std::set<std::string> targets;
+  for (const Bind& b : iso.binds) {
+    if (auto p = PathProblem(b.source)) return SpecError{"binds", "source: " + *p};
+    if (auto p = PathProblem(b.target)) return SpecError{"binds", "target: " + *p};
+    struct stat st {};
+    if (::stat(b.source.c_str(), &st) != 0) {
+      return SpecError{"binds", b.source + ": " + std::strerror(errno)};
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+      return SpecError{"binds", b.source + " is neither a directory nor a regular file"};
+    }
+    // The view's own parts are not to be covered: the root, /proc, /dev
+    // and the workspace are what the sandbox is built on.
+    for (const char* reserved : {"/proc", "/dev"}) {
+      if (Beneath(b.target, reserved)) {
+        return SpecError{"binds", "target " + b.target + " is beneath " + reserved};
+      }
+    }
+    if (b.target == "/" || b.target == "/workspace") {
+      return SpecError{"binds", "target " + b.target + " is reserved"};
+    }
+    if (!targets.insert(b.target).second) {
+      return SpecError{"binds", "target " + b.target + " is given twice"};
+    }
+  }
+  if (iso.tmp_size_bytes <= 0) {
+    return SpecError{"tmp_size_bytes",
+                     "must be a positive number, got " + std::to_string(iso.tmp_size_bytes)};
+  }
+  const IdRange& r = iso.id_range;
+  uint64_t end = uint64_t{r.first} + r.count;
+  if (r.first == 0 || r.count == 0 || end > 0xffffffffu) {
+    return SpecError{"uid_range", "must be a non-empty range of ids between 1 and 4294967294"};
+  }
+  if (r.first <= 65534 && 65534 < end) {
+    return SpecError{"uid_range", "must not contain 65534 (nobody): a sandbox is nobody else"};
+  }
+  for (const auto& dir : iso.system_dirs) {
+    if (auto p = PathProblem(dir)) return SpecError{"system_dirs", *p};
+    if (dir == "/") return SpecError{"system_dirs", "'/' would show the whole host"};
+  }
+  for (const auto& path : iso.hidden_paths) {
+    if (auto p = PathProblem(path)) return SpecError{"hidden_paths", *p};
+  }
+  for (const auto& name : iso.seccomp_deny) {
+    if (!KnownSyscall(name)) return SpecError{"seccomp.deny", "unknown system call '" + name + "'"};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string_view IsolationName(Isolation i) {
+  switch (i) {
+    case Isolation::kNone:
+      return "none";
+    case Isolation::kStandard:
+      return "standard";
+    case Isolation::kStrict:
+      return "strict";
+  }
+  return "unknown";
+}
+
+std::optional<Isolation> ParseIsolation(std::string_view name) {
+  for (Isolation i : {Isolation::kNone, Isolation::kStandard, Isolation::kStrict}) {
+    if (IsolationName(i) == name) return i;
+  }
+  return std::nullopt;
+}
+
+std::string_view NetworkName(Network n) { return n == Network::kNone ? "none" : "host"; }
+
+std::optional<Network> ParseNetwork(std::string_view name) {
+  if (name == "none") return Network::kNone;
+  if (name == "host") return Network::kHost;
+  return std::nullopt;
+}
+
+const std::vector<std::string>& DefaultSystemDirs() {
+  // What programs need to run: binaries, libraries, their data and /etc.
+  // Missing ones are skipped; symlinks (a merged /usr) are recreated.
+  static const std::vector<std::string> dirs = {"/usr",   "/bin",   "/sbin",   "/lib",
+                                                "/lib32", "/lib64", "/libx32", "/etc"};
+  return dirs;
+}
+
+const std::vector<std::string>& DefaultHiddenPaths() {
+  // Secrets beneath the system directories: password hashes, host keys,
+  // sudo rules, TLS private keys. Covered by an empty, unreadable mount.
+  static const std::vector<std::string> paths = {
+      "/etc/shadow",    "/etc/shadow-",     "/etc/gshadow",
+      "/etc/gshadow-",  "/etc/ssh",         "/etc/sudoers",
+      "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd",
+      "/etc/cordon",    "/etc/krb5.keytab",
+  };
+  return paths;
+}
 
 std::vector<std::string> Spec::Command() const {
   if (shell) return {"/bin/sh", "-c", *shell};
@@ -110,6 +242,13 @@ std::optional<SpecError> Validate(const Spec& spec) {
   if (auto e = ValidateEnv(spec)) return e;
   if (auto e = ValidateWorkspace(spec)) return e;
   if (auto e = ValidateLimits(spec.limits)) return e;
+  if (auto e = ValidateIsolation(spec.isolation)) return e;
+  // The workspace is shown read-write: the host's root there would undo
+  // the whole filesystem view.
+  if (spec.isolation.enabled() && spec.workspace &&
+      std::filesystem::path(*spec.workspace).lexically_normal() == "/") {
+    return SpecError{"workspace", "/ would show the whole host inside the sandbox, writable"};
+  }
   if (spec.owner.size() > kMaxOwner) {
     return SpecError{"owner", "longer than " + std::to_string(kMaxOwner) + " bytes"};
   }
@@ -138,6 +277,13 @@ std::set<Capability> Wanted(const Spec& spec) {
   std::set<Capability> caps = Explicit(spec);
   caps.insert(Capability::kProcessTree);
   caps.insert(Capability::kOutputCap);
+  if (spec.isolation.enabled()) {
+    for (Capability c : kIsolationCapabilities) {
+      // --network host gives the network up on purpose: not wanted.
+      if (c == Capability::kNetwork && spec.isolation.network == Network::kHost) continue;
+      caps.insert(c);
+    }
+  }
   caps.insert(spec.required.begin(), spec.required.end());
   return caps;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,56 @@ struct Limits {
   std::optional<int64_t> address_space_bytes;
 };
 
+// How much of the host a run sees (README "Isolation").
+enum class Isolation {
+  kNone,      // the foundation's boundary only: cgroup, limits, verified teardown
+  kStandard,  // namespaces, a built filesystem view, seccomp, Landlock, no privileges
+  kStrict,    // standard, and seccomp also refuses raw sockets and unusual socket families
+};
+enum class Network {
+  kNone,  // a network namespace with only `lo` up
+  kHost,  // the host's network: loud and explicit (--network host), never a default
+};
+
+std::string_view IsolationName(Isolation i);
+std::optional<Isolation> ParseIsolation(std::string_view name);
+std::string_view NetworkName(Network n);
+std::optional<Network> ParseNetwork(std::string_view name);
+
+// A host path shown inside the sandbox at `target` (--ro-bind, --bind).
+struct Bind {
+  std::string source;
+  std::string target;
+  bool writable = false;
+  bool operator==(const Bind&) const = default;
+};
+
+// The outside ids a root supervisor hands out, one per sandbox: [first, first + count).
+struct IdRange {
+  uint32_t first = 0;
+  uint32_t count = 0;
+  bool operator==(const IdRange&) const = default;
+};
+inline constexpr IdRange kDefaultIdRange{1000000000, 65536};
+
+// The system directories shown read-only, and the paths beneath them that
+// stay hidden (secrets), unless a policy names others.
+const std::vector<std::string>& DefaultSystemDirs();
+const std::vector<std::string>& DefaultHiddenPaths();
+
+struct IsolationSpec {
+  Isolation level = Isolation::kStandard;
+  Network network = Network::kNone;
+  std::vector<Bind> binds;
+  int64_t tmp_size_bytes = int64_t{256} << 20;  // the private /tmp
+  IdRange id_range = kDefaultIdRange;
+  std::vector<std::string> system_dirs = DefaultSystemDirs();
+  std::vector<std::string> hidden_paths = DefaultHiddenPaths();
+  std::vector<std::string> seccomp_deny;  // syscall names refused on top of the table
+
+  bool enabled() const { return level != Isolation::kNone; }
+};
+
 struct Spec {
   // Exactly one of `argv` (executed directly, PATH searched when argv[0] has
   // no '/') and `shell` (run as /bin/sh -c SHELL).
@@ -40,6 +91,7 @@ struct Spec {
   // Bytes for the child's stdin; unset: /dev/null.
   std::optional<std::string> stdin_bytes;
   Limits limits;
+  IsolationSpec isolation;
   // Refused unless each of these is enforced.
   std::set<Capability> required;
   // Run with an unenforceable limit reported degraded, instead of refusing.
@@ -58,7 +110,7 @@ struct SpecError {
 };
 
 // Checks every field; the first failure is returned. Touches nothing but
-// stat(2) of the workspace.
+// stat(2) of the workspace and of bind sources.
 std::optional<SpecError> Validate(const Spec& spec);
 
 // The capabilities a spec asks for, whether or not it requires them.

@@ -111,6 +111,7 @@ TEST(SpecTest, OwnerHasNoControlCharacters) {
 
 TEST(SpecTest, WantedAndExplicitCapabilities) {
   Spec s = Valid();
+  s.isolation.level = Isolation::kNone;
   EXPECT_EQ(Wanted(s), (std::set<Capability>{Capability::kProcessTree, Capability::kOutputCap}));
   EXPECT_TRUE(Explicit(s).empty());
   s.limits.memory_bytes = 1 << 20;
@@ -119,6 +120,44 @@ TEST(SpecTest, WantedAndExplicitCapabilities) {
   EXPECT_EQ(Explicit(s), (std::set<Capability>{Capability::kMemory, Capability::kWallClock}));
   EXPECT_TRUE(Wanted(s).contains(Capability::kCpuTime));
   EXPECT_TRUE(Wanted(s).contains(Capability::kMemory));
+
+  s.isolation.level = Isolation::kStandard;  // the default
+  for (Capability c : kIsolationCapabilities) EXPECT_TRUE(Wanted(s).contains(c));
+  s.isolation.network = Network::kHost;  // given up on purpose: not wanted
+  EXPECT_FALSE(Wanted(s).contains(Capability::kNetwork));
+}
+
+TEST(SpecTest, IsolationSettingsAreChecked) {
+  auto field = [](auto change) {
+    Spec s = Valid();
+    change(s.isolation);
+    return FieldOf(s);
+  };
+  EXPECT_EQ(field([](IsolationSpec& i) { i.binds = {{"relative", "/x", false}}; }), "binds");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.binds = {{"/etc", "/a/../b", false}}; }), "binds");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.binds = {{"/etc", "/proc/x", false}}; }), "binds");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.binds = {{"/nonexistent", "/x", false}}; }), "binds");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.binds = {{"/etc", "/", true}}; }), "binds");
+  EXPECT_EQ(field([](IsolationSpec& i) {
+              i.level = Isolation::kNone;
+              i.binds = {{"/etc", "/etc", false}};
+            }),
+            "binds");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.tmp_size_bytes = 0; }), "tmp_size_bytes");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.id_range = {60000, 10000}; }), "uid_range");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.id_range = {0, 10}; }), "uid_range");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.seccomp_deny = {"no_such_call"}; }), "seccomp.deny");
+  EXPECT_EQ(field([](IsolationSpec& i) { i.system_dirs = {"/"}; }), "system_dirs");
+  Spec root = Valid();
+  root.workspace = "/";
+  EXPECT_EQ(FieldOf(root), "workspace");  // the whole host, writable inside
+  root.isolation.level = Isolation::kNone;
+  EXPECT_EQ(FieldOf(root), "");
+  EXPECT_EQ(field([](IsolationSpec& i) {
+              i.binds = {{"/etc", "/opt/etc", false}};
+              i.seccomp_deny = {"chmod"};
+            }),
+            "");
 }
 
 }  // namespace

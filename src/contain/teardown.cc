@@ -84,7 +84,9 @@ void Teardown::SignalRound(int sig) {
   for (auto& [pid, fd] : pinned) {
     if (std::find(confirmed->begin(), confirmed->end(), pid) == confirmed->end()) continue;
     if (sig != 0 && !signalled_.contains(pid)) {
-      (void)signaller_.Signal(fd, sig);  // ESRCH: it exited meanwhile
+      if (sig != SIGTERM || pid != tree_.Forwarder()) {
+        (void)signaller_.Signal(fd, sig);  // ESRCH: it exited meanwhile
+      }
       signalled_.insert(pid);
     }
     if (watched_.size() >= kMaxWatched) continue;

@@ -1,6 +1,9 @@
 #include "contain/tree.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "proc/stat.h"
 
@@ -41,9 +44,25 @@ sys::Result<std::vector<pid_t>> ProcessGroupTree::Members() const {
   return members;
 }
 
+sys::Result<std::vector<pid_t>> PidNamespaceTree::Members() const {
+  if (init_.HasExited()) return std::vector<pid_t>{};
+  return std::vector<pid_t>{init_.pid()};
+}
+
+sys::Result<bool> PidNamespaceTree::KillAll(Signaller& signaller) const {
+  if (init_.HasExited()) return true;
+  auto sent = signaller.Signal(init_, SIGKILL);
+  if (!sent && sent.error().errno_value() != ESRCH) return std::unexpected(sent.error());
+  return true;
+}
+
 std::unique_ptr<Tree> TreeFor(const GrantCgroups* cgroups, pid_t pgid, pid_t leader,
-                              uint64_t leader_start_ticks) {
-  if (cgroups && cgroups->v2()) return std::make_unique<CgroupTree>(*cgroups->v2(), true);
+                              uint64_t leader_start_ticks, const sys::PidFd* ns_init) {
+  pid_t forwarder = ns_init ? ns_init->pid() : 0;
+  if (cgroups && cgroups->v2()) {
+    return std::make_unique<CgroupTree>(*cgroups->v2(), true, forwarder);
+  }
+  if (ns_init) return std::make_unique<PidNamespaceTree>(*ns_init);
   if (cgroups && cgroups->v1()) return std::make_unique<CgroupTree>(*cgroups->v1(), false);
   return std::make_unique<ProcessGroupTree>(pgid, leader, leader_start_ticks);
 }

@@ -26,6 +26,11 @@ class Tree {
   // Kills every member at once if the mechanism can; false if it cannot
   // (the caller then signals members one by one).
   virtual sys::Result<bool> KillAll(Signaller& signaller) const = 0;
+  // A member that passes SIGTERM on by itself (a pid namespace's init,
+  // when a cgroup holds the tree and every member gets SIGTERM anyway):
+  // the graceful round leaves it out, so that nobody gets SIGTERM twice.
+  // 0: none.
+  virtual pid_t Forwarder() const { return 0; }
 };
 
 // Membership from a group's cgroup.procs. A v2 group is killed at once with
@@ -34,14 +39,17 @@ class Tree {
 // until none is left.
 class CgroupTree final : public Tree {
  public:
-  CgroupTree(const CgroupDir& group, bool v2) : group_(group), v2_(v2) {}
+  CgroupTree(const CgroupDir& group, bool v2, pid_t forwarder = 0)
+      : group_(group), v2_(v2), forwarder_(forwarder) {}
   std::string_view method() const override { return v2_ ? "cgroup2" : "cgroup1"; }
   sys::Result<std::vector<pid_t>> Members() const override;
   sys::Result<bool> KillAll(Signaller& signaller) const override;
+  pid_t Forwarder() const override { return forwarder_; }
 
  private:
   const CgroupDir& group_;
   bool v2_;
+  pid_t forwarder_;
 };
 
 class ProcessGroupTree final : public Tree {
@@ -65,9 +73,27 @@ class ProcessGroupTree final : public Tree {
   bool own_group_;
 };
 
-// The strongest tree available for a grant: its v2 group, else a v1 group,
-// else the process group of its main process.
+// The tree of a sandbox with a pid namespace: its init and everything in
+// the namespace. Killing the init kills the rest (the kernel does it), and
+// the init's exit completes only once every other process of the namespace
+// is gone: an exited init is a verified empty tree. Until then the init is
+// the one member teardown sees; it forwards SIGTERM to the command.
+class PidNamespaceTree final : public Tree {
+ public:
+  // `init` (the main process) must outlive the tree.
+  explicit PidNamespaceTree(const sys::PidFd& init) : init_(init) {}
+  std::string_view method() const override { return "pid_namespace"; }
+  sys::Result<std::vector<pid_t>> Members() const override;
+  sys::Result<bool> KillAll(Signaller& signaller) const override;
+
+ private:
+  const sys::PidFd& init_;
+};
+
+// The strongest tree available for a grant: its v2 group, else its pid
+// namespace (`ns_init`, when it has one), else a v1 group, else the process
+// group of its main process.
 std::unique_ptr<Tree> TreeFor(const GrantCgroups* cgroups, pid_t pgid, pid_t leader,
-                              uint64_t leader_start_ticks);
+                              uint64_t leader_start_ticks, const sys::PidFd* ns_init = nullptr);
 
 }  // namespace cordon::contain

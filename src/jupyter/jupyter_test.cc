@@ -210,9 +210,13 @@ TEST_F(KernelTest, ExecutesAndCollectsEveryKindOfOutput) {
   EXPECT_EQ(failed->error["ename"], "ZeroDivisionError");
   EXPECT_FALSE(failed->error["traceback"].empty());
 
-  ASSERT_TRUE(Execute("x = 21"));
+  auto assigned = Execute("x = 21");
+  ASSERT_TRUE(assigned);
+  EXPECT_EQ(assigned->status, "ok");
   auto kept = Execute("x * 2");
   ASSERT_TRUE(kept);
+  ASSERT_EQ(kept->results.size(), 1u) << kept->status << " " << kept->stdout_text << " "
+                                      << kept->error.dump() << " dropped " << dropped_.size();
   EXPECT_EQ(kept->results[0]["data"]["text/plain"], "42");
   EXPECT_GT(kept->execution_count.value_or(0), 1);
   EXPECT_TRUE(dropped_.empty());

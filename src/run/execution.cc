@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+
+#include "contain/pid_init.h"
 
 namespace cordon::run {
 namespace {
@@ -26,6 +29,8 @@ std::vector<contain::RlimitSetting> Rlimits(const contain::Spec& spec,
   if (l.pids && grant.Mechanism(Capability::kProcessCount) == "rlimit") {
     put(RLIMIT_NPROC, *l.pids, *l.pids);
   }
+  // A core dump would write the sandbox's memory where the host decides.
+  if (grant.isolation) put(RLIMIT_CORE, 0, 0);
   return out;
 }
 
@@ -83,8 +88,45 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   request.cgroups = grant_.cgroups ? &*grant_.cgroups : nullptr;
   request.exec_fd = options_.exec_fd;
   request.exec_fd_is_script = options_.exec_fd_is_script;
+  if (spec.isolation.network == contain::Network::kHost && spec.isolation.enabled()) {
+    result_.warnings.push_back(
+        "--network host: the command shares the host's network (no network namespace)");
+  }
 
-  auto launched = contain::Launch(request);
+  sys::Result<void> prepared;
+  if (grant_.isolation) {
+    const contain::GrantIsolation& g = *grant_.isolation;
+    std::error_code ec;
+    contain::SandboxRequest sr;
+    sr.spec = &spec.isolation;
+    sr.workspace =
+        spec.workspace ? spec.workspace->string() : std::filesystem::current_path(ec).string();
+    sr.namespaces = g.namespaces;
+    sr.seccomp = g.seccomp;
+    sr.landlock_abi = g.landlock_abi;
+    sr.outside_uid = g.outside_uid;
+    sr.outside_gid = g.outside_gid;
+    sr.lease_fd = g.lease ? g.lease->lock_fd() : -1;
+    sr.exec_fd = options_.exec_fd;
+    auto sandbox = contain::Sandbox::Prepare(sr);
+    if (sandbox) {
+      sandbox_.emplace(std::move(*sandbox));
+      request.sandbox = &*sandbox_;
+    } else {
+      prepared = std::unexpected(sandbox.error().Context("prepare the sandbox"));
+    }
+  }
+
+  // Recorded while the child sets itself up (the store write is one of
+  // the slower parts of a run).
+  request.on_started = [this](const proc::Identity& identity, pid_t pgid) {
+    if (auto recorded = store_.RecordStart(grant_.id, identity, pgid); !recorded) {
+      result_.warnings.push_back("the grant's process could not be recorded in the store: " +
+                                 recorded.error().message());
+    }
+  };
+  auto launched = prepared ? contain::Launch(request)
+                           : sys::Result<contain::Launched>(std::unexpected(prepared.error()));
   if (!launched) {
     // Nothing was spawned (or the one child was killed and reaped).
     if (grant_.cgroups) (void)grant_.cgroups->Remove();
@@ -97,13 +139,14 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
     return std::unexpected(launched.error().Context("launch"));
   }
   child_ = std::move(*launched);
-  if (auto recorded = store_.RecordStart(grant_.id, child_.identity, child_.pgid); !recorded) {
-    result_.warnings.push_back("the grant's process could not be recorded in the store: " +
-                               recorded.error().message());
+  if (sandbox_) {
+    for (const auto& note : sandbox_->notes()) result_.warnings.push_back(note);
   }
 
+  bool pid_namespace = sandbox_ && sandbox_->namespaced();
   tree_ = contain::TreeFor(grant_.cgroups ? &*grant_.cgroups : nullptr, child_.pgid,
-                           child_.identity.pid, child_.identity.start_ticks);
+                           child_.identity.pid, child_.identity.start_ticks,
+                           pid_namespace ? &child_.pidfd : nullptr);
   CORDON_ASSIGN_OR_RETURN(
       teardown_,
       contain::Teardown::Create(reactor_, *tree_, signaller_,
@@ -154,13 +197,26 @@ void Execution::OnReadable(Pipe& p) {
 void Execution::OnMainExit() {
   auto reaped = child_.pidfd.TryReap();
   if (!reaped || !*reaped) return;  // spurious wake-up
-  exit_ = **reaped;
-  exited_at_ = std::chrono::steady_clock::now();
+  TakeExit(**reaped);
   reactor_.Unwatch(child_.pidfd.fd());
   watching_child_ = false;
   // What the main process left behind is torn down at once: a leftover
   // holding the pipes must not keep the run open until the deadline.
   StartTeardown(Stop::kMainExited);
+}
+
+void Execution::TakeExit(sys::ChildExit exit) {
+  if (child_.init_report) {
+    if (auto command = contain::ReadInitReport(child_.init_report.get())) {
+      // The usage stays the init's: it covers everything it reaped.
+      exit.signaled = command->signaled;
+      exit.status = command->status;
+      exit.core_dumped = command->core_dumped;
+    }
+    child_.init_report.reset();
+  }
+  exit_ = exit;
+  exited_at_ = std::chrono::steady_clock::now();
 }
 
 void Execution::OnDeadline() {
@@ -188,10 +244,7 @@ void Execution::OnReleased(const contain::Release& release) {
   result_.release = release;
   if (!exit_) {
     // Dead means the main process has exited too: reap it now.
-    if (auto reaped = child_.pidfd.TryReap(); reaped && *reaped) {
-      exit_ = **reaped;
-      exited_at_ = std::chrono::steady_clock::now();
-    }
+    if (auto reaped = child_.pidfd.TryReap(); reaped && *reaped) TakeExit(**reaped);
   }
   if (exit_ && watching_child_) {
     reactor_.Unwatch(child_.pidfd.fd());

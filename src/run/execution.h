@@ -11,6 +11,7 @@
 
 #include "contain/grant.h"
 #include "contain/launch.h"
+#include "contain/sandbox.h"
 #include "contain/signaller.h"
 #include "contain/spec.h"
 #include "contain/teardown.h"
@@ -73,6 +74,9 @@ class Execution final {
   void OnReadable(Pipe& pipe);
   bool ReadSome(Pipe& pipe, int max_reads);  // false at EOF or error
   void OnMainExit();
+  // The main process was reaped: with a pid namespace it is the init, and
+  // the command's own exit is what the init reported.
+  void TakeExit(sys::ChildExit exit);
   void OnDeadline();
   void StartTeardown(Stop reason);
   void OnReleased(const contain::Release& release);
@@ -87,6 +91,7 @@ class Execution final {
   ExecutionOptions options_;
   Done done_;
 
+  std::optional<contain::Sandbox> sandbox_;
   contain::Launched child_;
   Pipe out_;
   Pipe err_;

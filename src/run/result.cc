@@ -48,9 +48,11 @@ json ToJson(const GrantSummary& grant) {
 json ToJson(const RunResult& r) {
   json setup_error;
   if (r.setup_error) {
-    setup_error = {{"step", contain::SetupStepName(r.setup_error->step)},
-                   {"errno", sys::ErrnoName(r.setup_error->err)},
-                   {"message", std::strerror(r.setup_error->err)}};
+    setup_error = {
+        {"step", contain::SetupStepName(r.setup_error->step)},
+        {"errno", sys::ErrnoName(r.setup_error->err)},
+        {"message", std::strerror(r.setup_error->err)},
+        {"detail", r.setup_error->detail.empty() ? json() : json(r.setup_error->detail)}};
   }
   return {
       {"grant", ToJson(r.grant)},

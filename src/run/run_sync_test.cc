@@ -45,7 +45,10 @@ class RunTest : public ::testing::Test {
   bool TreeEnforced() const {
     return testing::TestProbe().Status(Capability::kProcessTree).enforceable;
   }
-  RunResult Run(const contain::Spec& spec, const SyncOptions& options = {}) {
+  // The foundation's behaviours, observed without isolation (host pids,
+  // host paths); isolation's own tests are tests/integration/escape_test.cc.
+  RunResult Run(contain::Spec spec, const SyncOptions& options = {}) {
+    spec.isolation.level = contain::Isolation::kNone;
     auto r = RunSync(spec, testing::TestProbe(), *store_, options);
     EXPECT_TRUE(r) << r.error().message;
     return r ? std::move(r->result) : RunResult{};
@@ -54,6 +57,7 @@ class RunTest : public ::testing::Test {
     contain::Spec s;
     s.shell = script;
     s.workspace = work_.path();
+    s.isolation.level = contain::Isolation::kNone;
     return s;
   }
   std::string Grandchild() const { return work_ / "grandchild.pid"; }

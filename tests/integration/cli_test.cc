@@ -51,8 +51,10 @@ TEST_F(CliTest, TheEnvironmentIsExactlyWhatWasDeclared) {
 
 TEST_F(CliTest, ATimedOutGrandchildIsDead) {
   std::string pidfile = work_ / "gc.pid";
-  Ran r = Run(
-      {"--timeout", "0.3", "--json", "--shell", "sleep 60 & echo $! > " + pidfile + "; sleep 60"});
+  // Host pids and a host path: the foundation's mechanics (isolated runs:
+  // escape_test.cc).
+  Ran r = Run({"--isolation", "none", "--timeout", "0.3", "--json", "--shell",
+               "sleep 60 & echo $! > " + pidfile + "; sleep 60"});
   EXPECT_EQ(r.status, 124);
   json j = r.Json();
   EXPECT_EQ(j["outcome"], "timed_out");
@@ -85,7 +87,8 @@ TEST_F(CliTest, ALeftoverHoldingStdoutDoesNotHoldTheRun) {
 
 TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
   std::string pidfile = work_ / "gc.pid";
-  Cordon c(RunArgs({"--json", "--shell", "sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+  Cordon c(RunArgs({"--isolation", "none", "--json", "--shell",
+                    "sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
   auto pid = ReadPidFile(pidfile);
   ASSERT_TRUE(pid);
   ::kill(c.pid(), SIGINT);
@@ -99,7 +102,8 @@ TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
 
 TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   std::string pidfile = work_ / "gc.pid";
-  Cordon c(RunArgs({"--shell", "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+  Cordon c(RunArgs(
+      {"--isolation", "none", "--shell", "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
   auto grandchild = ReadPidFile(pidfile);
   ASSERT_TRUE(grandchild);
   ::kill(c.pid(), SIGKILL);
@@ -130,8 +134,10 @@ TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   EXPECT_NE(again.out.find("nothing to reap"), std::string::npos);
 }
 
-// As an ordinary user: no cgroup is writable, so the tree is a process
-// group (degraded) and a memory limit is refused unless permissive.
+// As an ordinary user: no cgroup is writable, so without isolation the
+// tree is a process group (degraded), and a memory limit is refused unless
+// permissive. (With isolation the pid namespace holds the tree:
+// escape_test.cc.)
 class UnprivilegedCliTest : public CliTest {
  protected:
   void SetUp() override {
@@ -151,7 +157,7 @@ class UnprivilegedCliTest : public CliTest {
 };
 
 TEST_F(UnprivilegedCliTest, TheTreeIsDegradedAndSaysWhy) {
-  Ran r = AsNobody({"--json", "--", "/usr/bin/id", "-u"});
+  Ran r = AsNobody({"--isolation", "none", "--json", "--", "/usr/bin/id", "-u"});
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   json j = r.Json();
   EXPECT_EQ(j["stdout"], "65534\n");
@@ -181,11 +187,16 @@ TEST_F(UnprivilegedCliTest, AMemoryLimitIsRefusedUnlessPermissive) {
     memory_degraded |= d["capability"] == "memory";
   }
   EXPECT_TRUE(memory_degraded) << permissive.out;
-  EXPECT_EQ(AsNobody({"--require", "process_tree", "--", "/bin/true"}).status, 125);
+  EXPECT_EQ(
+      AsNobody({"--isolation", "none", "--require", "process_tree", "--", "/bin/true"}).status,
+      125);
+  // With isolation (the default) the pid namespace holds the tree.
+  EXPECT_EQ(AsNobody({"--require", "process_tree", "--", "/bin/true"}).status, 0);
 }
 
 TEST_F(UnprivilegedCliTest, AProcessLimitIsEnforcedThroughRlimitNproc) {
-  Ran r = AsNobody({"--pids", "20", "--json", "--", CORDON_HELPERS_DIR "/fork_loop", "500"});
+  Ran r = AsNobody({"--isolation", "none", "--pids", "20", "--json", "--",
+                    CORDON_HELPERS_DIR "/fork_loop", "500"});
   ASSERT_EQ(r.status, 0) << r.err;
   json j = r.Json();
   EXPECT_EQ(j["grant"]["mechanisms"]["process_count"], "rlimit");

@@ -27,6 +27,9 @@ constexpr fs::perms kReadExec = fs::perms::owner_read | fs::perms::owner_exec |
 class ClosureCliTest : public CliTest {
  protected:
   void SetUp() override {
+    // A closure is installed readable by everyone (the sandbox's root is an
+    // unprivileged id outside); mkdtemp made the test's directory 0700.
+    fs::permissions(work_.path(), kReadExec | fs::perms::owner_write);
     dir_ = work_ / "closure";
     fs::create_directories(dir_ + "/bin");
     fs::copy_file("/bin/echo", dir_ + "/bin/echo");
@@ -119,9 +122,11 @@ TEST_F(ClosureCliTest, AttestsTheWorkerOfARunningClosureAndSignalsItByIdentity) 
                   .Wait();
   ASSERT_EQ(chain.status, 0) << chain.err;
   json ids = json::parse(chain.out);
-  ASSERT_EQ(ids.size(), 2u);  // the worker, then the launcher (the root)
-  EXPECT_EQ(ids[1], active[0]["identity"]);
-  EXPECT_EQ(ids[0]["ppid"], ids[1]["pid"]);
+  // The worker, the launcher script's shell, then the root: the grant's
+  // main process (the sandbox's init under isolation).
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids.back(), active[0]["identity"]);
+  for (size_t i = 0; i + 1 < ids.size(); ++i) EXPECT_EQ(ids[i]["ppid"], ids[i + 1]["pid"]);
 
   // The launcher read its script through /dev/fd/N: without the closure to
   // show that descriptor is pinned, the chain is refused.

@@ -60,6 +60,16 @@ BAD = [
     (["--owner", "a\nb"], "--owner"),
     (["--cgroup-root", "relative"], "--cgroup-root"),
     (["--cgroup-root", "/a/../b"], "--cgroup-root"),
+    (["--isolation", "max"], "--isolation"),
+    (["--network", "wifi"], "--network"),
+    (["--ro-bind", "relative/path"], "--ro-bind"),
+    (["--bind", "/nonexistent/dir"], "--bind"),
+    (["--bind", "/tmp:/proc/x"], "--bind"),
+    (["--ro-bind", ":/x"], "--ro-bind"),
+    (["--tmp-size", "0"], "--tmp-size"),
+    (["--isolation", "none", "--ro-bind", "/etc"], "--bind/--ro-bind"),
+    (["--policy", "/nonexistent/policy.toml"], "--policy"),
+    (["--workspace", "/"], "--workspace"),
     (["--no-such-option"], "--no-such-option"),
     (["--timeout"], "--timeout"),
 ]
@@ -84,6 +94,26 @@ def test_bad_input_with_json_is_a_json_error(state):
     error = json.loads(r.stdout)["error"]
     assert error["code"] == "invalid"
     assert "--memory" in error["message"]
+
+
+def test_a_policy_error_names_the_key(state, tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text('isolation = "standard"\nmemroy_bytes = 1\n')
+    r = run(state, "--policy", str(policy), "--", "/bin/true")
+    assert r.returncode == 125
+    assert "memroy_bytes: unknown key" in r.stderr, r.stderr
+
+
+def test_options_override_the_policy(state, tmp_path):
+    policy = tmp_path / "policy.toml"
+    policy.write_text('isolation = "strict"\ntimeout_ms = 60000\n')
+    r = run(state, "--policy", str(policy), "--isolation", "none", "--json", "--",
+            "/bin/sh", "-c", "pwd")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["stdout"] != "/workspace\n"  # isolation none won over the file
+    assert "filesystem" not in result["grant"]["enforced"]
+    assert "wall_clock" in result["grant"]["enforced"]  # the file's timeout stayed
 
 
 def test_no_command(state):

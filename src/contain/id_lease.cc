@@ -1,0 +1,30 @@
+#include "contain/id_lease.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+namespace cordon::contain {
+
+sys::Result<IdLease> IdLease::Acquire(const std::string& dir, IdRange range) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return sys::FailErrno("mkdir(\"" + dir + "\")");
+  }
+  // The lowest free id: the lock files never outnumber the sandboxes that
+  // ran at the same time.
+  for (uint32_t i = 0; i < range.count; ++i) {
+    uint32_t id = range.first + i;
+    CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::Open(dir + "/" + std::to_string(id) + ".lock",
+                                                        O_RDONLY | O_CREAT, 0600));
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return IdLease(id, std::move(fd));
+    if (errno != EWOULDBLOCK)
+      return sys::FailErrno("flock(" + dir + "/" + std::to_string(id) + ")");
+  }
+  return sys::Fail("every id of " + std::to_string(range.first) + "+" +
+                       std::to_string(range.count) + " is held by a running sandbox",
+                   EAGAIN);
+}
+
+}  // namespace cordon::contain

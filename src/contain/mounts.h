@@ -1,0 +1,89 @@
+// The filesystem view of a sandbox: a fresh tmpfs root holding read-only
+// binds of the system directories (secrets beneath them covered), the
+// workspace read-write at /workspace, a private size-capped /tmp, a new
+// /proc, a minimal /dev and the extra binds; nosuid and nodev everywhere,
+// noexec where nothing needs to run. The supervisor turns the request into
+// a list of steps (every string made in advance); the child, in its new
+// user and mount namespaces, only runs them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "contain/spec.h"
+
+namespace cordon::contain {
+
+// Where the workspace appears inside; the command starts there.
+inline constexpr const char* kSandboxWorkspace = "/workspace";
+
+// Child side: plain data only.
+struct MountStep {
+  enum class Op : uint8_t {
+    kMkdir,    // mkdir(target, mode); an existing one is fine
+    kFile,     // an empty file as a mount point
+    kSymlink,  // symlink(source, target)
+    kBind,     // bind source (recursively) at target, then set `attr` on it
+    kTmpfs,    // a tmpfs at target: `flags`, options in `source`
+    kProc,     // a new procfs for the new pid namespace
+    kDevpts,   // a private devpts instance (options in `source`)
+    kAttach,   // move the detached tree `fd` (the idmapped workspace) to target
+  };
+  Op op;
+  const char* source;
+  const char* target;
+  unsigned long flags;  // MS_* for kTmpfs
+  uint64_t attr;        // MOUNT_ATTR_* for kBind
+  uint32_t mode;        // kMkdir, kFile
+  int fd;               // kAttach
+};
+
+struct MountRequest {
+  std::vector<std::string> system_dirs;
+  std::vector<std::string> hidden_paths;
+  std::vector<Bind> binds;
+  std::string workspace;    // host path, shown at /workspace
+  int workspace_tree = -1;  // a detached (idmapped) copy of it, or -1: bind by path
+  int64_t tmp_size_bytes = 0;
+};
+
+class MountPlan final {
+ public:
+  // Looks at the host (lstat) to skip what is missing and to recreate
+  // symlinks such as a merged /usr's /bin -> usr/bin.
+  static MountPlan Build(const MountRequest& request);
+  MountPlan(MountPlan&&) noexcept = default;
+
+  const MountStep* steps() const { return steps_.data(); }
+  size_t size() const { return steps_.size(); }
+  // "bind /usr", for a setup error that names the failing step.
+  std::string Describe(size_t index) const;
+  // The paths shown inside, each with what Landlock should allow there.
+  const std::vector<std::string>& read_only() const { return read_only_; }
+  const std::vector<std::string>& writable() const { return writable_; }
+
+ private:
+  MountPlan() = default;
+  const char* Keep(std::string s);
+  void EnsureDir(const std::string& path, uint32_t mode = 0755);
+  void Add(MountStep::Op op, const std::string& source, const std::string& target,
+           unsigned long flags = 0, uint64_t attr = 0, uint32_t mode = 0, int fd = -1);
+
+  std::vector<std::unique_ptr<std::string>> strings_;  // stable addresses
+  std::vector<MountStep> steps_;
+  std::vector<std::string> made_dirs_;
+  std::vector<std::string> read_only_;
+  std::vector<std::string> writable_;
+};
+
+// Child side, async-signal-safe: mounts a tmpfs on /tmp, pivots into it
+// (the host's root then sits at /.oldroot, where the steps' sources are),
+// runs the steps, detaches the host's root and makes the new root
+// read-only. Returns 0 or an errno value; `failed` is the index of the
+// failing step, or -1 when the failure was in the frame around them.
+int BuildRoot(const MountStep* steps, size_t count, int* failed);
+
+}  // namespace cordon::contain

@@ -1,0 +1,103 @@
+#include "contain/pid_init.h"
+
+#include <linux/close_range.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "contain/privileges.h"
+
+namespace cordon::contain {
+namespace {
+
+constexpr int kInitSignals[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+
+void InitSignalSet(sigset_t* set) {
+  sigemptyset(set);
+  for (int sig : kInitSignals) sigaddset(set, sig);
+}
+
+// Closes every descriptor but `a` and `b` (either may be -1).
+void CloseAllExcept(int a, int b) {
+  int keep[2] = {std::min(a, b), std::max(a, b)};
+  unsigned from = 0;
+  for (int k : keep) {
+    if (k < 0) continue;
+    if (static_cast<unsigned>(k) > from) ::syscall(SYS_close_range, from, k - 1, 0);
+    from = static_cast<unsigned>(k) + 1;
+  }
+  ::syscall(SYS_close_range, from, ~0U, 0);
+}
+
+}  // namespace
+
+int BlockInitSignals() {
+  sigset_t set;
+  InitSignalSet(&set);
+  return ::sigprocmask(SIG_BLOCK, &set, nullptr) == 0 ? 0 : errno;
+}
+
+int UnblockSignals() {
+  sigset_t none;
+  sigemptyset(&none);
+  return ::sigprocmask(SIG_SETMASK, &none, nullptr) == 0 ? 0 : errno;
+}
+
+void RunInit(pid_t command, int status_fd, int keep_fd) {
+  // Nothing of the command's: not its pipes (their EOF must not wait for
+  // us), not the setup pipe (its EOF tells the supervisor execve worked).
+  CloseAllExcept(status_fd, keep_fd);
+  // The command runs as the same uid: without this it could open
+  // /proc/1/mem and steer its init.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // Best effort: the init has nothing the command lacks once it also
+  // gives up what the namespace granted it. (No seccomp filter of its own:
+  // it makes four kinds of system call, nothing can steer it, and
+  // attaching a filter costs as much as the rest of its setup.)
+  (void)DropCapabilities();
+  (void)SetNoNewPrivs();
+
+  sigset_t set;
+  InitSignalSet(&set);
+  for (;;) {
+    siginfo_t info;
+    int sig = ::sigwaitinfo(&set, &info);
+    if (sig == SIGCHLD) {
+      int status = 0;
+      pid_t pid;
+      while ((pid = ::wait4(-1, &status, WNOHANG | __WALL, nullptr)) > 0) {
+        if (pid != command) continue;  // an orphan: reaped, nothing more
+        (void)!::write(status_fd, &status, sizeof status);
+        // Exiting kills whatever the command left in the namespace.
+        ::_exit(0);
+      }
+    } else if (sig > 0) {
+      ::kill(command, sig);
+    }
+  }
+}
+
+std::optional<sys::ChildExit> ReadInitReport(int status_fd) {
+  int status = 0;
+  ssize_t n;
+  do {
+    n = ::read(status_fd, &status, sizeof status);
+  } while (n < 0 && errno == EINTR);
+  if (n != sizeof status) return std::nullopt;
+  sys::ChildExit exit;
+  if (WIFSIGNALED(status)) {
+    exit.signaled = true;
+    exit.status = WTERMSIG(status);
+    exit.core_dumped = WCOREDUMP(status);
+  } else {
+    exit.status = WEXITSTATUS(status);
+  }
+  return exit;
+}
+
+}  // namespace cordon::contain

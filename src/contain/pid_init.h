@@ -1,0 +1,33 @@
+// The init (pid 1) of a sandbox's pid namespace. It exists because pid 1
+// is special: it reaps orphans (without it they would stay zombies), and
+// when it exits the kernel kills everything else in the namespace, which
+// is what makes "the namespace is gone" a verified death. It forwards
+// SIGTERM, SIGINT and SIGHUP to the command, and when the command exits it
+// reports the command's wait status to the supervisor and exits itself.
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/types.h>
+
+#include <optional>
+
+#include "sys/pidfd.h"
+
+namespace cordon::contain {
+
+// Child side, async-signal-safe. Called by the init before it forks the
+// command: the signals it waits for are blocked from then on (a SIGTERM in
+// between is kept pending, not lost). The command unblocks them.
+int BlockInitSignals();
+int UnblockSignals();
+
+// The init's life after the fork: keeps only `status_fd` and `keep_fd`
+// (the id lease), gives up its own privileges, then reaps and forwards
+// until `command` exits. Never returns.
+[[noreturn]] void RunInit(pid_t command, int status_fd, int keep_fd);
+
+// Supervisor side: the command's exit as the init reported it, once the
+// init has exited. Empty when the init died without a report (killed).
+std::optional<sys::ChildExit> ReadInitReport(int status_fd);
+
+}  // namespace cordon::contain

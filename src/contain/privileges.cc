@@ -1,0 +1,41 @@
+#include "contain/privileges.h"
+
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace cordon::contain {
+
+int DropCapabilities() {
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return errno;
+  bool setpcap = (data[0].effective & (1u << CAP_SETPCAP)) != 0;
+  if (setpcap) {
+    // Root gets no capabilities at execve, set-uid fix-ups are off, and
+    // none of it can be switched back on.
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                         SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                         SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) return errno;
+    for (int cap = 0; cap < 64; ++cap) {
+      if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+        if (errno == EINVAL) break;  // past the kernel's last capability
+        return errno;
+      }
+    }
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+    return errno;
+  }
+  struct __user_cap_data_struct none[2] = {};
+  return ::syscall(SYS_capset, &header, none) == 0 ? 0 : errno;
+}
+
+int SetNoNewPrivs() { return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 ? 0 : errno; }
+
+}  // namespace cordon::contain

@@ -1,0 +1,20 @@
+// Giving up privileges in the child: capabilities (bounding, ambient,
+// inheritable, permitted, effective) and the way back to them (securebits),
+// and no_new_privs. Child side, async-signal-safe; each returns 0 or an
+// errno value.
+#pragma once
+
+namespace cordon::contain {
+
+// Drops every capability. Where the process holds CAP_SETPCAP (root of a
+// sandbox's user namespace) it also empties the bounding set and locks
+// securebits so that uid 0 gains nothing at execve; without it (an
+// unprivileged caller with no user namespace) there is nothing to gain
+// that no_new_privs does not already stop.
+int DropCapabilities();
+
+// prctl(PR_SET_NO_NEW_PRIVS): execve never grants privileges (setuid,
+// file capabilities). Landlock and an unprivileged seccomp filter need it.
+int SetNoNewPrivs();
+
+}  // namespace cordon::contain

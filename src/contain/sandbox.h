@@ -1,0 +1,81 @@
+// Everything a sandboxed launch needs, prepared by the supervisor before
+// clone3: which namespaces, the id maps, the mount plan, the Landlock rules
+// and the compiled seccomp filter. Launch hands the child plain pointers
+// into it; after clone3 the supervisor finishes the user namespace (Enter)
+// before the child may go on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "contain/landlock.h"
+#include "contain/mounts.h"
+#include "contain/seccomp.h"
+#include "contain/spec.h"
+#include "sys/fd.h"
+
+namespace cordon::contain {
+
+// What this host offers and what the grant decided, as Prepare needs it.
+struct SandboxRequest {
+  const IsolationSpec* spec = nullptr;
+  std::string workspace;    // absolute host path
+  bool namespaces = false;  // user (and the other) namespaces can be made
+  bool seccomp = false;     // the kernel takes seccomp filters
+  int landlock_abi = 0;     // 0: no Landlock
+  // The outside id of the sandbox's root (root supervisor: a leased id;
+  // otherwise the caller's own uid and gid).
+  uint32_t outside_uid = 0;
+  uint32_t outside_gid = 0;
+  int lease_fd = -1;  // held by the sandbox's init
+  int exec_fd = -1;   // a verified file to execute, allowed by Landlock
+};
+
+class Sandbox final {
+ public:
+  static sys::Result<Sandbox> Prepare(const SandboxRequest& request);
+  Sandbox(Sandbox&&) noexcept = default;
+
+  // clone3 flags: the namespaces, or 0 (Landlock and seccomp only).
+  uint64_t clone_flags() const { return clone_flags_; }
+  bool namespaced() const { return clone_flags_ != 0; }
+  // A network namespace of its own (not --network host).
+  bool new_network() const { return new_network_; }
+  const MountPlan* mounts() const { return mounts_ ? &*mounts_ : nullptr; }
+  const LandlockPlan* landlock() const { return landlock_plan_; }
+  const struct sock_fprog* seccomp() const { return filter_ ? filter_->program() : nullptr; }
+  int lease_fd() const { return lease_fd_; }
+
+  // Parent side, after clone3 and before the child goes on: the child's id
+  // maps, and the idmapping of the workspace to its user namespace.
+  sys::Result<void> Enter(pid_t child);
+
+  // What the sandbox does differently from the full view, in words (the
+  // run's warnings): a workspace that is not idmapped, a /tmp that is not
+  // private.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  Sandbox() = default;
+
+  uint64_t clone_flags_ = 0;
+  bool new_network_ = false;
+  uint32_t outside_uid_ = 0;
+  uint32_t outside_gid_ = 0;
+  int lease_fd_ = -1;
+  // Idmapping after clone3, through the child's own user namespace (a
+  // workspace owned by root), else done in Prepare.
+  bool idmap_in_enter_ = false;
+  sys::UniqueFd workspace_tree_;
+  std::optional<MountPlan> mounts_;
+  std::unique_ptr<LandlockPolicy> landlock_;
+  const LandlockPlan* landlock_plan_ = nullptr;
+  std::optional<SeccompFilter> filter_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace cordon::contain

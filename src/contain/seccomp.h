@@ -1,0 +1,53 @@
+// seccomp-bpf: the system calls a sandbox may not make, in one table with
+// the reason for each (seccomp.cc), compiled with libseccomp in the
+// supervisor and installed by the child as the very last step before
+// execve. A refused call fails with EPERM (ENOSYS for clone3): the program
+// sees an error it can handle, and is not killed.
+#pragma once
+
+#include <linux/filter.h>
+
+#include <string>
+#include <vector>
+
+#include "sys/error.h"
+
+namespace cordon::contain {
+
+struct SeccompOptions {
+  // strict: also refuse raw sockets and families other than AF_UNIX,
+  // AF_INET and AF_INET6.
+  bool strict = false;
+  // No network namespace could be made but no network was asked for:
+  // refuse every socket family but AF_UNIX.
+  bool unix_sockets_only = false;
+  std::vector<std::string> extra_deny;  // names from the policy (seccomp.deny)
+};
+
+// A compiled filter. Move-only; `program()` stays valid while it lives.
+class SeccompFilter final {
+ public:
+  static sys::Result<SeccompFilter> Build(const SeccompOptions& options);
+  SeccompFilter(SeccompFilter&&) noexcept = default;
+  SeccompFilter& operator=(SeccompFilter&&) noexcept = default;
+
+  const struct sock_fprog* program() const { return &program_; }
+  size_t instructions() const { return code_.size(); }
+
+ private:
+  SeccompFilter() = default;
+  std::vector<struct sock_filter> code_;
+  struct sock_fprog program_ {};
+};
+
+// Whether libseccomp knows `name` as a system call of this architecture.
+bool KnownSyscall(const std::string& name);
+
+// Whether this kernel accepts seccomp filters (PR_GET_SECCOMP answers).
+bool SeccompAvailable();
+
+// Child side, async-signal-safe: installs `program` for this thread and
+// its descendants. Returns 0 or an errno value.
+int InstallSeccomp(const struct sock_fprog* program);
+
+}  // namespace cordon::contain

@@ -1,0 +1,568 @@
+// The escape suite: each case is a real attempt from inside a sandbox,
+// and each assertion is on what was observed outside (the secret is not in
+// the output, the host file is unchanged, the host process is alive, the
+// listener saw no connection), not on an exit code alone.
+//
+// Every case runs three ways: as root; as an unprivileged user (nobody),
+// who gets a user namespace mapped to its own uid; and as nobody on a
+// "restricted host" where user namespaces are refused (LINUX-NOTES.md), so
+// that Landlock alone provides `filesystem` and what cannot be enforced
+// must be reported degraded.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "cordon_process.h"
+#include "proc/stat.h"
+#include "support.h"
+
+namespace cordon::testing {
+namespace {
+
+using nlohmann::json;
+
+enum class Caller { kRoot, kNobody, kRestricted };
+
+std::string CallerName(const ::testing::TestParamInfo<Caller>& info) {
+  switch (info.param) {
+    case Caller::kRoot:
+      return "Root";
+    case Caller::kNobody:
+      return "Nobody";
+    case Caller::kRestricted:
+      return "RestrictedHost";
+  }
+  return "Unknown";
+}
+
+std::string Token() {
+  std::random_device rd;
+  return "tok" + std::to_string(rd()) + std::to_string(rd());
+}
+
+// Processes on the host whose command line contains `marker` (observed
+// only, never signalled: the test signals nothing it did not start).
+std::vector<pid_t> LiveProcessesWith(const std::string& marker) {
+  std::vector<pid_t> found;
+  auto pids = proc::ListPids();
+  if (!pids) return found;
+  for (pid_t pid : *pids) {
+    std::string cmdline = Slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos && !Exited(pid)) found.push_back(pid);
+  }
+  return found;
+}
+
+class EscapeTest : public ::testing::TestWithParam<Caller> {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "the suite switches users: run it as root";
+    if (GetParam() != Caller::kRoot && ::access("/usr/bin/setpriv", X_OK) != 0) {
+      GTEST_SKIP() << "setpriv is not installed";
+    }
+    if (GetParam() == Caller::kRestricted && ::access("/usr/bin/unshare", X_OK) != 0) {
+      GTEST_SKIP() << "unshare is not installed";
+    }
+    // The workspace as the issue has it: created by the test; owned by
+    // root (mode 0755) for a root caller, by the caller otherwise.
+    ::chmod(host_.path().c_str(), 0755);
+    ::chmod(state_.path().c_str(), 0777);
+    if (GetParam() != Caller::kRoot) {
+      ASSERT_EQ(::chown(work_.path().c_str(), 65534, 65534), 0);
+    }
+    ::chmod(work_.path().c_str(), 0755);
+    // A secret the sandbox must not reach: readable by anyone on the host,
+    // so only the boundary stands between it and the command.
+    secret_ = Token();
+    secret_path_ = host_ / "secret.txt";
+    std::ofstream(secret_path_) << secret_;
+    ::chmod(secret_path_.c_str(), 0644);
+  }
+
+  bool Restricted() const { return GetParam() == Caller::kRestricted; }
+
+  // What the run observed, rather than what the caller was: a real host
+  // may refuse namespaces to nobody too.
+  static bool Namespaced(const json& j) {
+    return j["grant"]["mechanisms"].value("filesystem", "").starts_with("mount_namespace");
+  }
+
+  // Whether the whole tree is held (a cgroup or a pid namespace) for this
+  // caller, as `cordon probe` run as the caller says.
+  bool TreeHeld() {
+    std::vector<std::string> args = {"probe", "--json"};
+    if (GetParam() == Caller::kRoot) {
+      args.push_back("--cgroup-root");
+      args.push_back(CgroupRoot());
+    }
+    json probe = json::parse(Cordon(args, "", Prefix()).Wait().out, nullptr, false);
+    if (probe.is_discarded()) return false;
+    for (const auto& c : probe["capabilities"]) {
+      if (c["capability"] == "process_tree") return c["enforceable"] == true;
+    }
+    return false;
+  }
+
+  std::vector<std::string> Prefix() const {
+    std::vector<std::string> p;
+    if (GetParam() == Caller::kRoot) return p;
+    p = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"};
+    if (Restricted()) {
+      // LINUX-NOTES.md, "Simulating a restricted host".
+      for (const char* a : {"/usr/bin/unshare", "--user", "--map-root-user", "/bin/sh", "-c",
+                            "echo 0 > /proc/sys/user/max_user_namespaces; "
+                            "exec setpriv --bounding-set=-all --inh-caps=-all -- \"$0\" \"$@\""}) {
+        p.push_back(a);
+      }
+    }
+    return p;
+  }
+
+  // `cordon run --json` of `script` (sh -c) in the workspace.
+  Ran Sandboxed(const std::string& script, std::vector<std::string> options = {}) {
+    std::vector<std::string> args = {"run",    "--state-dir", state_ / "s",
+                                     "--json", "--workspace", work_.path()};
+    if (std::find(options.begin(), options.end(), "--timeout") == options.end()) {
+      args.push_back("--timeout");  // a bound on every attempt
+      args.push_back("60");
+    }
+    if (GetParam() == Caller::kRoot) {
+      args.push_back("--cgroup-root");
+      args.push_back(CgroupRoot());
+    }
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back("--shell");
+    args.push_back(script);
+    return Cordon(args, "", Prefix()).Wait();
+  }
+
+  // The run's JSON result; fails the test when there is none.
+  json Result(const Ran& r) {
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "no JSON result: " << r.out << r.err;
+    if (j.is_discarded()) return json::object();
+    EXPECT_EQ(j["release"]["dead"], true) << r.out;
+    return j;
+  }
+
+  // Whether `capability` was enforced; if not, it must be listed degraded
+  // with a reason (never silently missing).
+  bool Enforced(const json& j, const std::string& capability) {
+    for (const auto& c : j["grant"]["enforced"]) {
+      if (c == capability) return true;
+    }
+    bool degraded = false;
+    for (const auto& d : j["grant"]["degraded"]) {
+      if (d["capability"] == capability) {
+        degraded = true;
+        EXPECT_FALSE(d["reason"].get<std::string>().empty());
+      }
+    }
+    EXPECT_TRUE(degraded) << capability << " is neither enforced nor degraded: " << j["grant"];
+    return false;
+  }
+
+  TempDir host_;   // host files the sandbox must not see
+  TempDir work_;   // the workspace
+  TempDir state_;  // cordon's state dir
+  std::string secret_;
+  std::string secret_path_;
+};
+
+TEST_P(EscapeTest, ANormalProgramRunsAndSeesASaneSystem) {
+  Ran r = Sandboxed(
+      "/usr/bin/python3 -c 'print(sum(range(10)))'; ls / | tr '\\n' ' '; echo; "
+      "echo written > out.txt && cat out.txt; sh -c 'echo nested'; pwd");
+  json j = Result(r);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::string out = j["stdout"];
+  EXPECT_NE(out.find("45\n"), std::string::npos) << out;
+  // (Landlock alone lets nothing list the host's root.)
+  if (Namespaced(j)) {
+    EXPECT_NE(out.find("usr"), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("written\nnested\n"), std::string::npos) << out << j["stderr"];
+  // The workspace the test created is writable inside; what was written
+  // is in the host directory, owned by the directory's owner.
+  EXPECT_EQ(Slurp(work_ / "out.txt"), "written\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((work_ / "out.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, GetParam() == Caller::kRoot ? 0u : 65534u);
+  if (Namespaced(j)) {
+    EXPECT_NE(out.find("/workspace\n"), std::string::npos) << out;
+  }
+}
+
+TEST_P(EscapeTest, APlantedSecretOutsideTheBindsCannotBeRead) {
+  Ran r = Sandboxed("cat " + secret_path_ + "; cat /etc/shadow; ls " + host_.path() +
+                    "; cat /proc/1/root" + secret_path_ + "; ls -R /tmp /workspace");
+  json j = Result(r);
+  EXPECT_TRUE(Enforced(j, "filesystem"));
+  EXPECT_EQ((r.out + r.err).find(secret_), std::string::npos) << r.out;
+  std::string shadow = Slurp("/etc/shadow");
+  std::string root_hash = shadow.substr(0, shadow.find('\n'));
+  if (root_hash.size() > 6) {
+    EXPECT_EQ(std::string(j["stdout"]).find(root_hash), std::string::npos);
+  }
+}
+
+TEST_P(EscapeTest, ASymlinkInTheWorkspaceDoesNotReachAHostSecret) {
+  ASSERT_EQ(::symlink(secret_path_.c_str(), (work_ / "link").c_str()), 0);
+  ASSERT_EQ(
+      ::symlink(
+          ("../" + std::filesystem::path(host_.path()).filename().string() + "/secret.txt").c_str(),
+          (work_ / "rel").c_str()),
+      0);
+  Ran r = Sandboxed("cat link; cat rel; cat /workspace/link");
+  json j = Result(r);
+  EXPECT_EQ((r.out + r.err).find(secret_), std::string::npos) << r.out;
+}
+
+TEST_P(EscapeTest, NothingOutsideTheWorkspaceAndTmpCanBeWritten) {
+  std::string token = Token();
+  std::string planted = host_ / "planted.txt";
+  std::ofstream(planted) << "original";
+  ::chmod(planted.c_str(), 0666);  // writable by anyone on the host
+  ::chmod(host_.path().c_str(), 0777);
+  Ran r = Sandboxed("echo x > /usr/" + token + "; echo x > /etc/" + token + "; echo x > /" + token +
+                    "; echo x > " + planted + "; echo x > " + host_.path() + "/" + token +
+                    "; echo x > /tmp/" + token + " && echo tmp-ok");
+  json j = Result(r);
+  EXPECT_TRUE(Enforced(j, "filesystem"));
+  for (const std::string& path :
+       {"/usr/" + token, "/etc/" + token, "/" + token, host_.path() + "/" + token}) {
+    EXPECT_FALSE(std::filesystem::exists(path)) << path;
+  }
+  EXPECT_EQ(Slurp(planted), "original");
+  if (Namespaced(j)) {
+    // A private /tmp: written inside, nothing of it on the host.
+    EXPECT_NE(std::string(j["stdout"]).find("tmp-ok"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists("/tmp/" + token));
+  }
+}
+
+TEST_P(EscapeTest, FillingTmpStopsAtItsCap) {
+  Ran r = Sandboxed("head -c 8M /dev/zero > /tmp/fill; echo rc=$?; wc -c < /tmp/fill",
+                    {"--tmp-size", "1M"});
+  json j = Result(r);
+  if (!Namespaced(j))
+    GTEST_SKIP() << "no private /tmp without a mount namespace: " << j["warnings"];
+  std::string out = j["stdout"];
+  EXPECT_EQ(out.find("rc=0"), std::string::npos) << out;
+  EXPECT_NE(std::string(j["stderr"]).find("No space left"), std::string::npos) << j["stderr"];
+  long bytes = std::atol(out.substr(out.find('\n') + 1).c_str());
+  EXPECT_LE(bytes, 1 << 20) << out;
+}
+
+TEST_P(EscapeTest, AHostProcessCanNeitherBeSeenNorSignalled) {
+  // A process of the test's own, with a command line to look for.
+  std::string marker = "61." + std::to_string(::getpid());
+  pid_t host = ::fork();
+  if (host == 0) {
+    ::execl("/bin/sleep", "sleep", marker.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ASSERT_GT(host, 0);
+  std::string pid = std::to_string(host);
+  // "[6]1..." matches the marker but not grep's (or the shell's) own
+  // command line.
+  Ran r = Sandboxed("kill -9 " + pid + "; kill -TERM " + pid + "; cat /proc/" + pid +
+                    "/cmdline; ps -eo args | grep -c '[6]" + marker.substr(1) + "'");
+  json j = Result(r);
+  bool alive = !Exited(host);
+  ::kill(host, SIGKILL);
+  ::waitpid(host, nullptr, 0);
+  EXPECT_TRUE(alive) << "the sandbox killed a host process: " << r.out;
+  if (Enforced(j, "process_view")) {
+    std::string out = j["stdout"];
+    EXPECT_EQ(out.find(marker), std::string::npos) << out;
+    EXPECT_NE(out.find("0\n"), std::string::npos) << out;
+  }
+}
+
+TEST_P(EscapeTest, TheSupervisorsEnvironmentCannotBeReadThroughProc) {
+  std::string token = Token();
+  ::setenv("CORDON_TEST_SUPERVISOR_SECRET", token.c_str(), 1);
+  Ran r = Sandboxed(
+      "for f in /proc/*/environ; do tr '\\0' '\\n' < $f; done; cat /proc/1/environ; "
+      "cat /proc/$PPID/environ; cat /proc/self/environ");
+  ::unsetenv("CORDON_TEST_SUPERVISOR_SECRET");
+  Result(r);
+  EXPECT_EQ((r.out + r.err).find(token), std::string::npos) << r.out;
+}
+
+TEST_P(EscapeTest, AHostLoopbackListenerCannotBeReached) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  ASSERT_GE(listener, 0);
+  struct sockaddr_in addr {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  auto connected = [&] {
+    int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) return false;
+    ::close(c);
+    return true;
+  };
+  std::string connect =
+      "/usr/bin/python3 -c \"import socket; socket.create_connection(('127.0.0.1', " + port +
+      "), timeout=2); print('connected')\"";
+  Ran r = Sandboxed(connect);
+  json j = Result(r);
+  EXPECT_FALSE(connected()) << "the sandbox reached the host's loopback: " << r.out;
+  EXPECT_EQ(std::string(j["stdout"]).find("connected"), std::string::npos);
+  Enforced(j, "network");  // enforced, or degraded with its reason
+  // The control: with the host's network (loud, explicit) it gets through,
+  // so the refusal above was the boundary, not a broken test.
+  Ran host = Sandboxed(connect, {"--network", "host"});
+  json h = Result(host);
+  EXPECT_TRUE(connected()) << host.out;
+  bool warned = false;
+  for (const auto& w : h["warnings"]) warned |= w.get<std::string>().find("--network host") == 0;
+  EXPECT_TRUE(warned) << h["warnings"];
+  ::close(listener);
+}
+
+TEST_P(EscapeTest, PtraceOfASiblingIsRefused) {
+  Ran r = Sandboxed(
+      "sleep 30 & /usr/bin/python3 -c \"import ctypes, sys\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "rc = libc.ptrace(16, int(sys.argv[1]), 0, 0)\n"
+      "print('ptrace', rc, ctypes.get_errno())\n"
+      "print([l for l in open('/proc/%s/status' % sys.argv[1]) if l.startswith('TracerPid')][0])"
+      "\" $!; kill $!");
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_NE(out.find("ptrace -1 1\n"), std::string::npos) << out << j["stderr"];  // EPERM
+  EXPECT_NE(out.find("TracerPid:\t0"), std::string::npos) << out;
+  EXPECT_TRUE(Enforced(j, "syscall_filter"));
+}
+
+TEST_P(EscapeTest, MountingATmpfsIsRefused) {
+  Ran r = Sandboxed(
+      "/usr/bin/python3 -c \"import ctypes\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "rc = libc.mount(b'none', b'/workspace', b'tmpfs', 0, None)\n"
+      "print('mount', rc, ctypes.get_errno())\"; grep -c 'tmpfs /workspace ' /proc/self/mounts");
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_NE(out.find("mount -1 1\n"), std::string::npos) << out << j["stderr"];
+  EXPECT_NE(out.find("\n0\n"), std::string::npos) << out;  // no such mount appeared
+}
+
+TEST_P(EscapeTest, ANestedUserNamespaceIsRefused) {
+  Ran r = Sandboxed(
+      "readlink /proc/self/ns/user; /usr/bin/python3 -c \"import ctypes, os\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"
+      "print(os.readlink('/proc/self/ns/user'))\"");
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_NE(out.find("unshare -1 1\n"), std::string::npos) << out << j["stderr"];
+  // Still in the namespace it started in.
+  std::string first = out.substr(0, out.find('\n'));
+  EXPECT_NE(out.rfind(first), out.find(first)) << out;
+}
+
+TEST_P(EscapeTest, TiocstiCannotPushInput) {
+  Ran r = Sandboxed(
+      "/usr/bin/python3 -c \"import fcntl, os, termios, select\n"
+      "master, slave = os.openpty()\n"
+      "try:\n"
+      "    fcntl.ioctl(slave, termios.TIOCSTI, b'X')\n"
+      "    print('pushed')\n"
+      "except OSError as e:\n"
+      "    print('refused', e.errno)\n"
+      "print('readable', bool(select.select([slave], [], [], 0.2)[0]))\"");
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_NE(out.find("refused 1\n"), std::string::npos) << out << j["stderr"];
+  EXPECT_NE(out.find("readable False"), std::string::npos) << out;
+}
+
+TEST_P(EscapeTest, NoPrivilegeIsHeldOrGained) {
+  Ran r = Sandboxed(
+      "grep -E '^(CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | tr '\\t' ' '; "
+      "ulimit -c; /usr/bin/su -c 'echo became-root' 2>&1 | head -1");
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_NE(out.find("CapEff: 0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("CapAmb: 0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("NoNewPrivs: 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("Seccomp: 2"), std::string::npos) << out;
+  if (Namespaced(j)) {
+    // (Without CAP_SETPCAP there is no bounding set to empty: the caller
+    // had nothing in it to gain.)
+    EXPECT_NE(out.find("CapBnd: 0000000000000000"), std::string::npos) << out;
+    EXPECT_NE(out.find("\n0\n"), std::string::npos) << out;  // no core dumps
+  }
+  EXPECT_EQ(out.find("became-root"), std::string::npos) << out;  // set-uid su gains nothing
+  EXPECT_TRUE(Enforced(j, "privileges"));
+}
+
+TEST_P(EscapeTest, TheInitForwardsSigtermAndReapsOrphans) {
+  // An orphan exits early (the init must reap it: no zombie stays); at the
+  // deadline SIGTERM reaches the command's trap, through the init where
+  // the pid namespace holds the tree.
+  Ran r = Sandboxed(
+      "trap 'echo got-term; ps -e -o stat= | grep -c Z; exit 3' TERM; (sleep 0.05 &); sleep 60 & "
+      "wait",
+      {"--timeout", "1"});
+  json j = Result(r);
+  EXPECT_EQ(j["outcome"], "timed_out") << r.out;
+  EXPECT_EQ(j["exit_code"], 3) << r.out;
+  std::string out = j["stdout"];
+  EXPECT_TRUE(out.starts_with("got-term\n")) << r.out << r.err;
+  // (Without a pid namespace ps sees the host's processes, zombies of
+  // others included.)
+  if (j["grant"]["mechanisms"]["process_view"] == "pid_namespace") {
+    EXPECT_EQ(out, "got-term\n0\n");
+  }
+}
+
+TEST_P(EscapeTest, StrictRefusesRawSockets) {
+  Ran r = Sandboxed(
+      "/usr/bin/python3 -c \"import socket\n"
+      "for family, kind in ((socket.AF_INET, socket.SOCK_RAW), (socket.AF_PACKET, "
+      "socket.SOCK_DGRAM), (socket.AF_INET, socket.SOCK_STREAM)):\n"
+      "    try:\n"
+      "        socket.socket(family, kind, 1 if kind == socket.SOCK_RAW else 0); print('ok')\n"
+      "    except OSError as e:\n"
+      "        print('refused', e.errno)\"",
+      {"--isolation", "strict"});
+  json j = Result(r);
+  std::string out = j["stdout"];
+  EXPECT_EQ(out.substr(0, out.find('\n')), "refused 1") << out << j["stderr"];
+  EXPECT_NE(out.find("\nrefused "), std::string::npos) << out;  // AF_PACKET
+  if (Namespaced(j)) {  // (without a network namespace no IP socket is allowed)
+    EXPECT_TRUE(out.ends_with("ok\n")) << out;  // a TCP socket is still fine
+  }
+}
+
+// The sleeps' command lines carry the marker; the shell's text names it
+// only through $n, so nothing else matches.
+std::string MarkedScript(const std::string& n, const std::string& then) {
+  return "export n=" + n + "; setsid sh -c '(sleep 300.${n}7 &)'; " + then;
+}
+
+TEST_P(EscapeTest, ASetsidDoubleForkedEscapeeDoesNotOutliveTheRun) {
+  if (!TreeHeld()) {
+    // Without namespaces or a cgroup a process group is all there is:
+    // the escapee would get away, and the run says so up front.
+    json j = Result(Sandboxed("true"));
+    EXPECT_FALSE(Enforced(j, "process_tree"));
+    return;
+  }
+  std::string n = std::to_string(::getpid());
+  Ran r = Sandboxed(MarkedScript(n, "sleep 0.2; echo started"));
+  json j = Result(r);
+  EXPECT_NE(std::string(j["stdout"]).find("started"), std::string::npos) << r.out << r.err;
+  EXPECT_TRUE(LiveProcessesWith("300." + n + "7").empty()) << "an escapee outlived the run";
+  EXPECT_TRUE(Enforced(j, "process_tree"));
+}
+
+TEST_P(EscapeTest, AForkBombIsBoundedAndTornDown) {
+  Ran r = Sandboxed("exec " + Helper("fork_loop") + " 100000",
+                    {"--pids", "32", "--ro-bind", CORDON_HELPERS_DIR});
+  json j = Result(r);
+  ASSERT_EQ(j["outcome"], "exited") << r.out << r.err;
+  int forked = -1;
+  ASSERT_EQ(std::sscanf(j["stdout"].get<std::string>().c_str(), "forked %d", &forked), 1) << r.out;
+  EXPECT_LT(forked, 32);
+  EXPECT_TRUE(LiveProcessesWith(Helper("fork_loop")).empty());
+}
+
+TEST_P(EscapeTest, AMemoryBombIsOomKilled) {
+  if (GetParam() != Caller::kRoot) GTEST_SKIP() << "needs a memory cgroup: root only here";
+  if (!TestProbe().Status(contain::Capability::kMemory).enforceable) {
+    GTEST_SKIP() << TestProbe().Status(contain::Capability::kMemory).reason;
+  }
+  Ran r = Sandboxed("exec " + Helper("alloc") + " 1024",
+                    {"--memory", "64M", "--ro-bind", CORDON_HELPERS_DIR});
+  json j = Result(r);
+  EXPECT_EQ(j["outcome"], "oom_killed") << r.out;
+  EXPECT_EQ(j["oom_killed"], true);
+}
+
+TEST_P(EscapeTest, AKilledSupervisorsSandboxIsReaped) {
+  if (!TreeHeld()) GTEST_SKIP() << "process_tree is degraded here (see the escapee case)";
+  std::string n = std::to_string(::getpid());
+  std::string marker = "300." + n + "7";
+  std::vector<std::string> args = {"run", "--state-dir", state_ / "s", "--workspace", work_.path()};
+  if (GetParam() == Caller::kRoot) {
+    args.push_back("--cgroup-root");
+    args.push_back(CgroupRoot());
+  }
+  args.push_back("--shell");
+  args.push_back(MarkedScript(n, "sleep 300.${n}7"));
+  Cordon c(args, "", Prefix());
+  // Until both sleeps run (bounded; there is no event to wait on).
+  for (int i = 0; i < 500 && LiveProcessesWith(marker).size() < 2; ++i) ::usleep(10000);
+  ASSERT_EQ(LiveProcessesWith(marker).size(), 2u) << "the sandbox did not start";
+  ::kill(c.pid(), SIGKILL);  // the supervisor, which this test started
+  c.Wait();
+  EXPECT_EQ(LiveProcessesWith(marker).size(), 2u);  // orphaned, until reap
+  Ran reap = Cordon({"reap", "--json", "--state-dir", state_ / "s"}, "", Prefix()).Wait();
+  EXPECT_EQ(reap.status, 0) << reap.out << reap.err;
+  EXPECT_TRUE(LiveProcessesWith(marker).empty()) << reap.out;
+}
+
+// As root, the workspace is idmapped: its owner, whoever that is, is the
+// sandbox's root, and what the sandbox creates belongs to that owner.
+TEST(IdmappedWorkspaceTest, AWorkspaceOwnedBySomeoneElseStaysTheirs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "idmapped mounts need root";
+  TempDir state, work;
+  ASSERT_EQ(::chown(work.path().c_str(), 12345, 23456), 0);
+  ::chmod(work.path().c_str(), 0755);
+  Ran r = Cordon({"run", "--state-dir", state.path(), "--cgroup-root", CgroupRoot(), "--workspace",
+                  work.path(), "--json", "--shell", "stat -c '%u %g' /workspace; echo x > made"})
+              .Wait();
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  json j = json::parse(r.out);
+  EXPECT_TRUE(j["warnings"].empty()) << j["warnings"];  // idmapping worked
+  EXPECT_EQ(j["stdout"], "0 0\n");
+  struct stat st {};
+  ASSERT_EQ(::stat((work / "made").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 12345u);
+  EXPECT_EQ(st.st_gid, 23456u);
+}
+
+// A root supervisor's supplementary groups (here root's and adm's) would
+// still grant access to host files inside, though they would show as
+// nogroup; the sandbox gets none.
+TEST(SandboxGroupsTest, ASandboxOfRootCarriesNoSupplementaryGroups) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv is not installed";
+  TempDir state;
+  Ran r = Cordon({"run", "--state-dir", state.path(), "--cgroup-root", CgroupRoot(), "--json",
+                  "--shell", "grep Groups /proc/self/status"},
+                 "", {"/usr/bin/setpriv", "--groups", "0,4", "--"})
+              .Wait();
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::string groups = json::parse(r.out)["stdout"];
+  ASSERT_EQ(groups.rfind("Groups:", 0), 0u) << groups;
+  EXPECT_EQ(groups.find_first_of("0123456789"), std::string::npos) << groups;
+}
+
+INSTANTIATE_TEST_SUITE_P(Callers, EscapeTest,
+                         ::testing::Values(Caller::kRoot, Caller::kNobody, Caller::kRestricted),
+                         CallerName);
+
+}  // namespace
+}  // namespace cordon::testing
