@@ -18,5 +18,6 @@ Command AddProbeCommand(CLI::App& app);
 Command AddGrantsCommand(CLI::App& app);
 Command AddReapCommand(CLI::App& app);
 Command AddClosureCommand(CLI::App& app);
+Command AddServeCommand(CLI::App& app);
 
 }  // namespace cordon::cli

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   const std::pair<std::string_view, Adder> adders[] = {
       {"run", cordon::cli::AddRunCommand},         {"probe", cordon::cli::AddProbeCommand},
       {"grants", cordon::cli::AddGrantsCommand},   {"reap", cordon::cli::AddReapCommand},
-      {"closure", cordon::cli::AddClosureCommand},
+      {"closure", cordon::cli::AddClosureCommand}, {"serve", cordon::cli::AddServeCommand},
   };
   std::string_view named = argc > 1 ? argv[1] : "";
   bool known = false;

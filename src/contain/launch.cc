@@ -237,7 +237,13 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds out, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds err, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds setup, sys::MakePipe());
-  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd in, StdinFd(request.stdin_bytes));
+  sys::UniqueFd in;
+  if (request.stdin_fd >= 0) {
+    in.reset(::fcntl(request.stdin_fd, F_DUPFD_CLOEXEC, 3));
+    if (!in) return sys::FailErrno("fcntl(stdin_fd, F_DUPFD_CLOEXEC)");
+  } else {
+    CORDON_ASSIGN_OR_RETURN(in, StdinFd(request.stdin_bytes));
+  }
   sys::UniqueFd workspace;
   if (request.workspace) {
     CORDON_ASSIGN_OR_RETURN(workspace, sys::Open(*request.workspace, O_PATH | O_DIRECTORY));

@@ -50,6 +50,10 @@ struct LaunchRequest {
   std::vector<std::string> env;  // "NAME=value", exactly the child's environment
   std::optional<std::string> workspace;
   std::optional<std::string> stdin_bytes;  // none: /dev/null
+  // When >= 0, the child's stdin is (a duplicate of) this descriptor instead
+  // of `stdin_bytes`: the read end of a pipe the caller keeps writing to (a
+  // session's shell reads its commands from it). The caller keeps owning it.
+  int stdin_fd = -1;
   std::vector<RlimitSetting> rlimits;
   const GrantCgroups* cgroups = nullptr;
   // When >= 0, the program is this already-open (verified) file, executed
