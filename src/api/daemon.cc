@@ -147,10 +147,10 @@ struct Daemon::Impl {
   }
 
   bool Authorized(const Header& header) const {
-    std::string_view value = header[http::field::authorization];
+    const std::string value(header[http::field::authorization]);
     std::string_view given;
     for (std::string_view scheme : {"Bearer ", "bearer ", "token ", "Token "}) {
-      if (value.starts_with(scheme)) given = value.substr(scheme.size());
+      if (value.starts_with(scheme)) given = std::string_view(value).substr(scheme.size());
     }
     // Constant time: how much of a wrong token matched is not revealed.
     return !given.empty() && given.size() == token.size() &&

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <limits>
 
 #include "sys/json_text.h"
 
@@ -67,7 +69,9 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     }
     auto self = this->shared_from_this();
     http::async_write(socket_, *res, [self, res](beast::error_code ec, size_t) {
-      if (ec || !self->keep_alive_) return self->Close();
+      if (ec) return self->Close();
+      if (!self->body_read_) return self->Linger();
+      if (!self->keep_alive_) return self->Close();
       self->ReadHeader();
     });
   }
@@ -120,8 +124,12 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     if (closed_) return;
     parser_.emplace();
     parser_->header_limit(limits_.header_bytes);
-    parser_->body_limit(limits_.body_bytes);
-    responded_ = streaming_ = stream_ended_ = false;
+    // Beast checks a Content-Length against the body limit while parsing
+    // the header; the limit depends on the route, so it is set (and a
+    // declared length checked) once the header is in. (Not boost::none:
+    // Beast 1.74 then compares a length with an empty optional, and fails.)
+    parser_->body_limit(std::numeric_limits<uint64_t>::max());
+    responded_ = streaming_ = stream_ended_ = body_read_ = false;
     gone_ = nullptr;
     auto self = this->shared_from_this();
     http::async_read_header(socket_, buffer_, *parser_,
@@ -160,6 +168,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   }
 
   void OnBody(beast::error_code ec, uint64_t limit) {
+    body_read_ = !ec;
     if (ec == http::error::body_limit) {
       return Fail(413, "too_large", "the body is over the limit of " + std::to_string(limit));
     }
@@ -217,6 +226,26 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     gone();
   }
 
+  // After answering a request whose body was not read (401, 413, 431):
+  // stop sending, and read and drop what the client is still sending
+  // (bounded) before closing, so that it gets to read the answer instead of
+  // a reset.
+  void Linger() {
+    if (closed_) return;
+    beast::error_code ignored;
+    socket_.shutdown(Socket::shutdown_send, ignored);
+    Drain(std::make_shared<std::array<char, 1 << 16>>(), uint64_t{64} << 20);
+  }
+
+  void Drain(std::shared_ptr<std::array<char, 1 << 16>> buf, uint64_t budget) {
+    auto self = this->shared_from_this();
+    socket_.async_read_some(asio::buffer(*buf),
+                            [self, buf, budget](beast::error_code ec, size_t n) {
+                              if (ec || n >= budget) return self->Close();
+                              self->Drain(buf, budget - n);
+                            });
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
@@ -236,6 +265,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   bool responded_ = false;
   bool streaming_ = false;
   bool stream_ended_ = false;
+  bool body_read_ = false;
   bool writing_ = false;
   bool watching_ = false;
   bool closed_ = false;
