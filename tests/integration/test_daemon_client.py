@@ -1,0 +1,257 @@
+"""The Python client against a real `cordon serve` on loopback: every call
+of the client, and its typed errors, on real processes and cgroups."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+
+from cordon_client import (  # noqa: E402
+    AuthError,
+    Client,
+    ConflictError,
+    ForbiddenError,
+    IntegrityError,
+    NotFoundError,
+    ValidationError,
+)
+
+CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
+CGROUP_ROOT = f"/cordon-pytest-{os.getpid()}"
+CLIENT_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python")
+
+
+def _cgroup_mounts():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split(" ")[0] in ("cgroup", "cgroup2"):
+                yield left.split(" ")[4]
+
+
+def _remove_tree(path):
+    if not os.path.isdir(path):
+        return
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            _remove_tree(entry.path)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+class Daemon:
+    def __init__(self, state_dir, *extra):
+        self.state_dir = str(state_dir)
+        self.log = open(os.path.join(os.path.dirname(self.state_dir), "daemon.log"), "wb")
+        self.proc = subprocess.Popen(
+            [CORDON, "serve", "--state-dir", self.state_dir, "--listen", "127.0.0.1:0",
+             "--cgroup-root", CGROUP_ROOT, *extra],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        serve = os.path.join(self.state_dir, "serve.json")
+        deadline = time.monotonic() + 30
+        # serve.json is written once the daemon answers (after recovery).
+        while time.monotonic() < deadline:
+            try:
+                with open(serve) as f:
+                    info = json.load(f)
+                if info["pid"] == self.proc.pid:
+                    self.url = info["urls"][0]
+                    self.token_file = info["token_file"]
+                    return
+            except (OSError, ValueError):
+                pass
+            assert self.proc.poll() is None, "the daemon exited at start"
+            time.sleep(0.01)
+        raise TimeoutError("the daemon did not start")
+
+    def client(self, **kwargs):
+        return Client(self.url, token_file=self.token_file, **kwargs)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=60)
+        self.log.close()
+        return status
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("daemon") / "state")
+    yield d
+    assert d.stop() == 0
+    for mount in _cgroup_mounts():
+        _remove_tree(mount + CGROUP_ROOT)
+
+
+@pytest.fixture()
+def client(daemon):
+    return daemon.client()
+
+
+def test_health_probe_and_typed_auth_errors(daemon, client):
+    assert Client(daemon.url).health()["status"] == "ok"
+    assert any(c["capability"] == "process_tree" for c in client.probe()["capabilities"])
+    assert "cordon_runs_total" in client.metrics()
+    with pytest.raises(AuthError) as e:
+        Client(daemon.url, token="wrong").probe()
+    assert e.value.status == 401
+    with pytest.raises(AuthError):
+        Client(daemon.url).run(argv=["/bin/true"])
+
+
+def test_validation_errors_carry_the_field(client):
+    cases = [
+        (dict(argv=[]), "argv"),
+        (dict(argv=["/bin/true"], isolation="strict"), "isolation"),
+        (dict(argv=["/bin/true"], limits={"timeout_ms": -1}), "limits.timeout_ms"),
+        (dict(argv=["/bin/true"], limits={"memory": 5}), "limits.memory"),
+        (dict(argv=["/bin/true"], env={"A=B": "x"}), "env"),
+        (dict(argv=["/bin/true"], require=["nothing"]), "require"),
+        (dict(argv=["/bin/true"], workspace="rel"), "workspace"),
+    ]
+    for kwargs, field in cases:
+        with pytest.raises(ValidationError) as e:
+            client.run(**kwargs)
+        assert e.value.field == field, (kwargs, e.value.message)
+        assert e.value.message
+    with pytest.raises(ValidationError) as e:
+        client.session("bad id")
+    assert e.value.field == "id"
+
+
+def test_run_and_streaming(client):
+    r = client.run(argv=["/bin/sh", "-c", "echo out; echo err >&2; exit 4"], env={"A": "1"})
+    assert r["outcome"] == "exited" and r["exit_code"] == 4
+    assert r["stdout"] == "out\n" and r["stderr"] == "err\n"
+    assert r["release"]["dead"] is True
+    assert client.run(shell="cat", stdin_bytes=b"bytes\x01")["stdout"] == "bytes\x01"
+    events = []
+    result = client.run(shell="echo a; sleep 0.1; echo b >&2", on_output=lambda s, d: events.append((s, d)))
+    assert events == [("stdout", "a\n"), ("stderr", "b\n")]
+    assert result["type"] == "result" and result["outcome"] == "exited"
+    timed = client.run(argv=["/bin/sleep", "30"], limits={"timeout_ms": 200, "grace_ms": 100})
+    assert timed["outcome"] == "timed_out"
+
+
+def test_session_state_serialised_execs_and_interrupt(client):
+    with client.session("py-state") as s:
+        assert s.info["state"] == "ready"
+        s.exec("cd /tmp && export K=v && g() { echo g$1; }")
+        r = s.exec("pwd; echo $K; g 1")
+        assert r["stdout"] == "/tmp\nv\ng1\n" and r["exit_code"] == 0
+        assert s.exec("cat", stdin="in")["stdout"] == "in"
+
+        results = []
+        threads = [threading.Thread(target=lambda i=i: results.append(
+            s.exec(f"echo {i} >> $HOME/order; sleep 0.05; echo {i} >> $HOME/order")))
+            for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        order = s.exec("cat $HOME/order")["stdout"].split()
+        assert [order[i] == order[i + 1] for i in range(0, 6, 2)] == [True] * 3
+
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", s.exec("touch $HOME/go; sleep 30")))
+        t.start()
+        deadline = time.monotonic() + 20
+        while "go" not in [f["name"] for f in s.list_files()] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.interrupt() is True
+        t.join(timeout=20)
+        assert box["r"]["exit_code"] == 130 and box["r"]["timed_out"] is False
+        assert s.exec("echo $K")["stdout"] == "v\n"
+    assert s.info["state"] == "closed"
+    with pytest.raises(ConflictError):
+        s.exec("true")
+
+
+def test_timeout_ladder_invalidation_and_a_new_generation(client):
+    s = client.session("py-ladder", limits={"grace_ms": 200})
+    s.put_file("old.txt", b"old")
+    r = s.exec("trap '' INT; sleep 30", timeout_ms=200)
+    assert r["timed_out"] is True and r["invalidated"] is True
+    assert s.state == "invalidated"
+    with pytest.raises(ConflictError) as e:
+        s.exec("true")
+    assert "invalidated" in e.value.message
+    s2 = client.session("py-ladder")
+    assert s2.info["generation"] == 2
+    assert s2.list_files() == []
+    ok = s2.exec("sleep 30", timeout_ms=200)
+    assert ok["timed_out"] is True and ok["invalidated"] is False
+    restarted = s2.exec("exit 3")
+    assert restarted["exit_code"] == 3 and restarted["shell_restarted"] is True
+    s2.close()
+
+
+def test_files_chunked_digest_empty_and_listing(client):
+    with client.session("py-files") as s:
+        data = os.urandom(7 << 20)
+        info = s.put_file("deep/dir/blob.bin", data, chunk_size=(7 << 20) // 3 + 1)
+        assert info["size"] == len(data)
+        assert info["sha256"] == hashlib.sha256(data).hexdigest()
+        assert s.get_file("deep/dir/blob.bin") == data
+        assert s.exec("sha256sum deep/dir/blob.bin")["stdout"].split()[0] == info["sha256"]
+        s.put_file("empty", b"")
+        assert s.get_file("empty") == b""
+        names = {(f["name"], f["type"]) for f in s.list_files()}
+        assert ("deep", "directory") in names and ("empty", "file") in names
+        s.delete_file("empty")
+        with pytest.raises(NotFoundError):
+            s.get_file("empty")
+
+
+def test_digest_mismatch_and_escapes_are_refused(client):
+    with client.session("py-refuse") as s:
+        with pytest.raises(IntegrityError) as e:
+            s.put_file("x.bin", b"content", sha256="0" * 64)
+        assert e.value.field == "X-Content-SHA256"
+        with pytest.raises(NotFoundError):
+            s.get_file("x.bin")
+        with pytest.raises(IntegrityError):
+            s.put_file("chunked.bin", b"abcdef", chunk_size=2, sha256="1" * 64)
+        with pytest.raises(NotFoundError):
+            s.get_file("chunked.bin")
+        for path in ("../x", "/etc/passwd", "a/../../x"):
+            with pytest.raises(ValidationError):
+                s.get_file(path)
+        s.exec("ln -s /etc etc; ln -s .. up")
+        with pytest.raises(ForbiddenError):
+            s.get_file("etc/passwd")
+        with pytest.raises(ForbiddenError):
+            s.put_file("up/escaped.txt", b"x")
+        assert not os.path.exists(os.path.join(os.path.dirname(s.info["workspace"]), "escaped.txt"))
+
+
+def test_unknown_session_is_not_found(client):
+    with pytest.raises(NotFoundError):
+        client.request("GET", "/v1/sessions/nobody")
+
+
+def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, capture_output=True)
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--no-index", "--no-build-isolation",
+         "--no-cache-dir", "--quiet", os.path.abspath(CLIENT_DIR)],
+        capture_output=True, text=True, cwd=str(tmp_path))
+    assert install.returncode == 0, install.stderr
+    check = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import cordon_client, sys; print(cordon_client.Client.__name__, cordon_client.__file__)"],
+        capture_output=True, text=True, cwd=str(tmp_path))
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.startswith("Client ") and str(venv) in check.stdout
