@@ -7,7 +7,10 @@
 #     limits, under bwrap's minimal invocation, under systemd-run --scope
 #     (each peer only where it runs on this host);
 #  2. teardown: from the deadline to verified death of a 50-process tree
-#     whose members half escaped with setsid(), as cordon reports it.
+#     whose members half escaped with setsid(), as cordon reports it;
+#  3. the daemon (bench/daemon.py): session exec round trip, POST /v1/runs
+#     and `cordon run` side by side, session create-to-ready, runs per
+#     second with 4 concurrent clients.
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -70,3 +73,8 @@ label = 'SIGTERM, members cooperate' if '$mode' == 'term' else 'SIGKILL at once 
 print(f'{label:32} median {statistics.median(v)/1000:.2f} ms  min {v[0]/1000:.2f}  max {v[-1]/1000:.2f}  (n={len(v)}, verified dead each time)')
 "
 done
+
+echo
+# 3. the daemon: exec round trip, one-shot runs over HTTP and from the CLI,
+#    session create-to-ready, throughput with 4 concurrent clients.
+/usr/bin/python3 "$(dirname "$0")/daemon.py" "$cordon" "${DAEMON_RUNS:-300}"

@@ -10,6 +10,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -162,6 +163,22 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
                       std::to_string(limit));
     }
     parser_->body_limit(limit);
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      // curl asks before sending a body over 1 KiB; without an answer it
+      // waits a second.
+      auto self = this->shared_from_this();
+      auto line = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+      asio::async_write(socket_, asio::buffer(*line),
+                        [self, line, limit](beast::error_code ec, size_t) {
+                          if (ec) return self->Close();
+                          self->ReadBody(limit);
+                        });
+      return;
+    }
+    ReadBody(limit);
+  }
+
+  void ReadBody(uint64_t limit) {
     auto self = this->shared_from_this();
     http::async_read(socket_, buffer_, *parser_,
                      [self, limit](beast::error_code ec, size_t) { self->OnBody(ec, limit); });

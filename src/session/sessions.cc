@@ -16,6 +16,10 @@ namespace {
 using Kind = Error::Kind;
 using Clock = std::chrono::steady_clock;
 
+// Quoted, a command takes up to 4 bytes per byte on the shell's 1 MiB
+// command pipe, and it must fit in one write.
+constexpr size_t kMaxCommandBytes = 200 << 10;
+
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 std::string NewSessionId() {
@@ -530,6 +534,12 @@ void Sessions::Exec(const std::string& id, ExecCall call,
   }
   if (call.stdin_bytes && call.stdin_bytes->find('\0') != std::string::npos) {
     return done(Failure(Kind::kInvalid, "contains a NUL byte (a shell cannot pass it)", "stdin"));
+  }
+  if (call.command.size() + call.stdin_bytes.value_or("").size() > kMaxCommandBytes) {
+    return done(Failure(Kind::kTooLarge,
+                        "command and stdin together are over " + std::to_string(kMaxCommandBytes) +
+                            " bytes; put data in the workspace with the files API",
+                        "command"));
   }
   int64_t timeout_ms = call.timeout_ms.value_or(
       s->spec.limits.timeout_ms.value_or(options_.default_exec_timeout_ms));

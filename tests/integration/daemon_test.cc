@@ -206,6 +206,9 @@ TEST_F(DaemonTest, StatusesForUnknownPathsMethodsAndSizes) {
   HttpResponse big = client_.Request("POST", "/v1/runs", std::string(2 << 20, ' '));
   EXPECT_EQ(big.status, 413) << big.body;
   EXPECT_EQ(big.Json()["error"]["code"], "too_large");
+  Create("big");
+  HttpResponse command = Exec("big", std::string(300 << 10, 'a'));
+  EXPECT_EQ(command.status, 413) << command.body;
   HttpClient fresh = daemon_.Client();
   HttpResponse header =
       fresh.Request("GET", "/v1/health", "", {{"X-Big", std::string(32 << 10, 'a')}});

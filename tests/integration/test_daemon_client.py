@@ -3,6 +3,7 @@ of the client, and its typed errors, on real processes and cgroups."""
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,12 +242,16 @@ def test_unknown_session_is_not_found(client):
 
 
 def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
+    # A copy: pip builds in the source directory and would leave build/ there.
+    source = tmp_path / "source"
+    shutil.copytree(CLIENT_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                                      "__pycache__"))
     venv = tmp_path / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
                    check=True, capture_output=True)
     install = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "--no-index", "--no-build-isolation",
-         "--no-cache-dir", "--quiet", os.path.abspath(CLIENT_DIR)],
+         "--no-cache-dir", "--quiet", str(source)],
         capture_output=True, text=True, cwd=str(tmp_path))
     assert install.returncode == 0, install.stderr
     check = subprocess.run(
