@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include "session/framing.h"
 #include "store/store.h"
 #include "sys/json_text.h"
+#include "sys/random.h"
 
 #ifndef CORDON_VERSION
 #define CORDON_VERSION "dev"
@@ -37,22 +37,6 @@ namespace {
 namespace asio = boost::asio;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  std::string out;
-  char hex[3];
-  for (unsigned char c : raw) {
-    std::snprintf(hex, sizeof hex, "%02x", c);
-    out += hex;
-  }
-  return out;
-}
 
 std::string PercentDecode(std::string_view s) {
   std::string out;
@@ -269,7 +253,7 @@ struct Daemon::Impl {
     if (!spec->workspace) {
       // Nothing of the daemon's own directory: a run without a workspace
       // gets a fresh empty one, removed afterwards.
-      active->scratch = options.state_dir + "/scratch/" + RandomHex(8);
+      active->scratch = options.state_dir + "/scratch/" + sys::RandomHex(8);
       std::error_code ec;
       std::filesystem::create_directories(active->scratch, ec);
       ::chmod(active->scratch.c_str(), 0700);
@@ -501,7 +485,7 @@ sys::Result<std::string> LoadOrCreateToken(const std::string& path, bool create)
   if (!create || existing.error().errno_value() != ENOENT) {
     return std::unexpected(existing.error().Context("token file"));
   }
-  std::string token = RandomHex(32);
+  std::string token = sys::RandomHex(32);
   CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::Open(path, O_WRONLY | O_CREAT | O_EXCL, 0600));
   CORDON_RETURN_IF_ERROR(sys::WriteAll(fd.get(), token + "\n"));
   return token;

@@ -199,6 +199,9 @@ Parsed<session::CreateRequest> ParseSession(const json& body) {
   if (r.ttl_s && *r.ttl_s <= 0) return Bad("ttl_s", "must be a positive number of seconds");
   if (r.ttl_s && *r.ttl_s > 365LL * 24 * 3600) return Bad("ttl_s", "must be at most a year");
   CORDON_ASSIGN_OR_RETURN(r.fresh_workspace, Bool(body, "fresh_workspace"));
+  if (body.contains("isolation") && body["isolation"].is_string()) {
+    r.isolation = body["isolation"].get<std::string>();  // checked by ApplyIsolation below
+  }
   CORDON_RETURN_IF_ERROR(Common(body, r.spec));
   return r;
 }

@@ -1,9 +1,8 @@
 #include "session/framing.h"
 
-#include <sys/random.h>
-
 #include <charconv>
-#include <cstdio>
+
+#include "sys/random.h"
 
 namespace cordon::session {
 namespace {
@@ -48,21 +47,7 @@ std::string AnsiCQuote(std::string_view bytes) {
   return out;
 }
 
-std::string NewNonce() {
-  unsigned char b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  std::string out = "cordon-end-";
-  char hex[3];
-  for (unsigned char c : b) {
-    std::snprintf(hex, sizeof hex, "%02x", c);
-    out += hex;
-  }
-  return out;
-}
+std::string NewNonce() { return "cordon-end-" + sys::RandomHex(16); }
 
 std::string MarkerLine(const std::string& nonce) {
   return "builtin printf '%s %d\\n' " + nonce + " \"$?\"; builtin printf '%s\\n' " + nonce +

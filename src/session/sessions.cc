@@ -1,7 +1,6 @@
 #include "session/sessions.h"
 
 #include <fcntl.h>
-#include <sys/random.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include "contain/grant.h"
 #include "contain/reap.h"
 #include "session/workspace.h"
+#include "sys/random.h"
 
 namespace cordon::session {
 namespace {
@@ -22,21 +22,7 @@ constexpr size_t kMaxCommandBytes = 200 << 10;
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-std::string NewSessionId() {
-  unsigned char b[8];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  std::string id = "s-";
-  char hex[3];
-  for (unsigned char c : b) {
-    std::snprintf(hex, sizeof hex, "%02x", c);
-    id += hex;
-  }
-  return id;
-}
+std::string NewSessionId() { return "s-" + sys::RandomHex(8); }
 
 // The declared environment plus the fixed allowlist, and nothing of the
 // daemon's own (DESIGN.md §1.3): what a caller declares wins.
@@ -242,11 +228,9 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   fresh->generation = s ? s->generation + 1 : 1;
   fresh->spec = std::move(spec);
   fresh->ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
-  nlohmann::json env_names = nlohmann::json::array();
-  for (const auto& [name, value] : fresh->spec.env) env_names.push_back(name);
   fresh->summary = contain::SpecSummary(fresh->spec);
-  fresh->summary.erase("argv");
-  fresh->summary["env_names"] = env_names;
+  fresh->summary.erase("argv");  // the shell's, not asked for
+  fresh->summary.erase("stdin_bytes");
   fresh->summary["isolation"] = request.isolation;
   fresh->summary["workspace_reused"] = reuse;
   fresh->created_at_ms = store::NowMs();

@@ -59,6 +59,9 @@ std::expected<std::unique_ptr<Shell>, contain::AdmitError> Shell::Start(
   auto alarm = Alarm::Create(reactor);
   if (!alarm) return internal(alarm.error());
   shell->alarm_ = std::move(*alarm);
+  auto interrupt_alarm = Alarm::Create(reactor);
+  if (!interrupt_alarm) return internal(interrupt_alarm.error());
+  shell->interrupt_alarm_ = std::move(*interrupt_alarm);
   auto pipe = sys::MakePipe();
   if (!pipe) return internal(pipe.error());
   (void)::fcntl(pipe->write.get(), F_SETPIPE_SZ, kControlPipeBytes);  // best effort
@@ -122,6 +125,7 @@ void Shell::OnFramed() {
   }
   if (phase_ != Phase::kRunning && phase_ != Phase::kInterrupting) return;
   alarm_->Cancel();
+  interrupt_alarm_->Cancel();
   phase_ = Phase::kIdle;
   ExecResult result = TakeResult();
   result.exit_code = status;
@@ -147,6 +151,7 @@ void Shell::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
   request_ = std::move(request);
   exec_done_ = std::move(done);
   phase_ = Phase::kRunning;
+  ++serial_;
   timed_out_ = false;
   exec_started_ = std::chrono::steady_clock::now();
   out_.emplace(request_.output_limit);
@@ -164,15 +169,26 @@ void Shell::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
 
 bool Shell::Interrupt() {
   if (!running()) return false;
-  return execution_->Interrupt(SIGINT).has_value();
+  return SendInterrupt(serial_, static_cast<int>(std::chrono::seconds(1) / kInterruptRepeat));
 }
 
-// The timeout ladder: SIGINT, then a grace for the shell to come back.
+bool Shell::SendInterrupt(uint64_t serial, int repeats) {
+  if (!running() || serial != serial_) return false;
+  bool sent = execution_->Interrupt(SIGINT).has_value();
+  if (repeats > 0) {
+    interrupt_alarm_->Set(kInterruptRepeat,
+                          [this, serial, repeats] { SendInterrupt(serial, repeats - 1); });
+  }
+  return sent;
+}
+
+// The timeout ladder: SIGINT (repeated through the grace), then a grace for
+// the shell to come back.
 void Shell::OnDeadline() {
   if (phase_ != Phase::kRunning) return;
   timed_out_ = true;
   phase_ = Phase::kInterrupting;
-  (void)execution_->Interrupt(SIGINT);
+  SendInterrupt(serial_, static_cast<int>(request_.grace / kInterruptRepeat));
   alarm_->Set(request_.grace, [this] {
     if (phase_ != Phase::kInterrupting) return;
     ending_ = End::kInvalidated;
@@ -185,6 +201,7 @@ void Shell::Kill() {
   if (ending_ != End::kInvalidated) ending_ = End::kKilled;
   phase_ = Phase::kEnding;
   alarm_->Cancel();
+  interrupt_alarm_->Cancel();
   execution_->Cancel();
 }
 
@@ -193,6 +210,7 @@ void Shell::OnShellDone(run::RunResult run) {
   if (phase_ != Phase::kEnding) ending_ = End::kExited;
   phase_ = Phase::kEnded;
   alarm_->Cancel();
+  interrupt_alarm_->Cancel();
   Ended ended{ending_, std::move(run), std::nullopt, nullptr};
   if (was_running && exec_done_) {
     auto sink = [](std::optional<run::Capture>& c) {

@@ -88,7 +88,10 @@ class Shell final {
   // Runs one command; the shell must be ready and idle. `done` runs once,
   // when the end markers arrive; if the shell ends first, Ended carries it.
   void Exec(ExecRequest request, std::function<void(ExecResult)> done);
-  // SIGINT to the running command (and the shell, which survives it).
+  // SIGINT to the running command (and the shell, which survives it),
+  // repeated every kInterruptRepeat while that command runs, for up to a
+  // second: a SIGINT that lands while the shell forks the command is lost
+  // (the child does not exist yet, and the shell then waits for it).
   // False when no command runs.
   bool Interrupt();
   // Tears the whole tree down now; `ended` follows with kKilled.
@@ -102,11 +105,14 @@ class Shell final {
 
  private:
   enum class Phase { kStarting, kIdle, kRunning, kInterrupting, kEnding, kEnded };
+  static constexpr std::chrono::milliseconds kInterruptRepeat{100};
 
   Shell(sys::Reactor& reactor, Events events) : reactor_(reactor), events_(std::move(events)) {}
   void OnOutput(run::StreamId id, std::string_view bytes);
   void OnFramed();
   void OnDeadline();
+  // Sends SIGINT now and `repeats` more times while execution `serial` runs.
+  bool SendInterrupt(uint64_t serial, int repeats);
   void OnShellDone(run::RunResult result);
   void Send(const std::string& text);
   ExecResult TakeResult();
@@ -115,7 +121,9 @@ class Shell final {
   Events events_;
   sys::UniqueFd control_;  // the shell's stdin: commands go in here
   std::unique_ptr<run::Execution> execution_;
-  std::unique_ptr<Alarm> alarm_;
+  std::unique_ptr<Alarm> alarm_;            // the deadline, then the grace
+  std::unique_ptr<Alarm> interrupt_alarm_;  // repeated SIGINTs
+  uint64_t serial_ = 0;                     // of the current execution
   Phase phase_ = Phase::kStarting;
   End ending_ = End::kExited;
 
