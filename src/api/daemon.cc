@@ -7,22 +7,15 @@
 #include <unistd.h>
 
 #include <boost/asio/ip/address.hpp>
-#include <boost/asio/post.hpp>
 #include <charconv>
-#include <cstdio>
-#include <filesystem>
-#include <map>
 
-#include "api/asio_reactor.h"
+#include "api/file_routes.h"
 #include "api/log.h"
-#include "api/metrics.h"
 #include "api/requests.h"
-#include "contain/grant.h"
+#include "api/runs.h"
+#include "api/url.h"
 #include "contain/probe.h"
 #include "contain/reap.h"
-#include "run/execution.h"
-#include "session/files.h"
-#include "session/framing.h"
 #include "store/store.h"
 #include "sys/json_text.h"
 #include "sys/random.h"
@@ -38,55 +31,7 @@ namespace asio = boost::asio;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-std::map<std::string, std::string> ParseQuery(std::string_view q) {
-  std::map<std::string, std::string> out;
-  while (!q.empty()) {
-    size_t amp = q.find('&');
-    std::string_view pair = q.substr(0, amp);
-    size_t eq = pair.find('=');
-    out[PercentDecode(pair.substr(0, eq))] =
-        eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1));
-    if (amp == std::string_view::npos) break;
-    q.remove_prefix(amp + 1);
-  }
-  return out;
-}
-
-std::vector<std::string> Segments(const std::string& path) {
-  std::vector<std::string> out;
-  size_t start = 1;
-  while (start <= path.size()) {
-    size_t end = std::min(path.find('/', start), path.size());
-    out.push_back(path.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 bool Truthy(const std::string& v) { return v == "true" || v == "1" || v == "yes"; }
-
-// A run in flight: its Execution, and what it answers to.
-struct ActiveRun {
-  uint64_t id;
-  std::shared_ptr<Exchange> exchange;
-  std::unique_ptr<run::Execution> execution;
-  std::string scratch;  // a workspace made for it, removed afterwards
-  bool streaming = false;
-};
 
 }  // namespace
 
@@ -104,11 +49,8 @@ struct Daemon::Impl {
   std::string token_path;
   std::vector<std::string> urls;
   Metrics metrics;
-  std::map<uint64_t, std::unique_ptr<ActiveRun>> runs;
-  uint64_t next_run = 1;
+  std::unique_ptr<Runs> runs;
   bool stopping = false;
-  bool runs_all_dead = true;
-  std::function<void()> runs_drained;
 
   Impl(asio::io_context& io, DaemonOptions options) : io(io), options(std::move(options)) {}
 
@@ -178,7 +120,7 @@ struct Daemon::Impl {
       if (method != http::verb::get) return not_allowed("GET");
       return ex->RespondJson(200, {{"status", stopping ? "stopping" : "ok"},
                                    {"version", CORDON_VERSION},
-                                   {"runs_active", runs.size()},
+                                   {"runs_active", runs->active()},
                                    {"sessions_active", sessions->live()},
                                    {"sessions_quarantined", sessions->quarantined()}});
     }
@@ -189,12 +131,12 @@ struct Daemon::Impl {
     if (is({"metrics"})) {
       if (method != http::verb::get) return not_allowed("GET");
       return ex->Respond(200,
-                         metrics.Render(runs.size(), sessions->live(), sessions->quarantined()),
+                         metrics.Render(runs->active(), sessions->live(), sessions->quarantined()),
                          "text/plain; version=0.0.4");
     }
     if (is({"v1", "runs"})) {
       if (method != http::verb::post) return not_allowed("POST");
-      return StartRun(request, ex);
+      return runs->Start(request, ex);
     }
     if (is({"v1", "sessions"})) {
       if (method == http::verb::post) return CreateSession(request, ex);
@@ -221,7 +163,9 @@ struct Daemon::Impl {
         if (!interrupted) return ex->RespondError(FromSession(interrupted.error()));
         return ex->RespondJson(200, {{"interrupted", *interrupted}});
       }
-      if (seg[3] == "files") return Files(id, seg, request, ex);
+      if (seg[3] == "files") {
+        return ServeFiles(*sessions, options.max_file_bytes, seg, request, ex);
+      }
     }
     ex->RespondError(ApiError{404, "not_found", "no such endpoint: " + request.path, "", nullptr});
   }
@@ -229,116 +173,6 @@ struct Daemon::Impl {
   void Reply(const std::shared_ptr<Exchange>& ex, const session::Outcome<json>& r) {
     if (!r) return ex->RespondError(FromSession(r.error()));
     ex->RespondJson(200, *r);
-  }
-
-  // --- Runs. ---
-  void StartRun(const Request& request, const std::shared_ptr<Exchange>& ex) {
-    auto body = ParseObject(request.message.body());
-    if (!body) return ex->RespondError(body.error());
-    auto spec = ParseRun(*body);
-    if (!spec) return ex->RespondError(spec.error());
-    if (stopping) {
-      return ex->RespondError(
-          ApiError{503, "stopping", "the daemon is shutting down", "", nullptr});
-    }
-    if (runs.size() >= options.max_runs) {
-      return ex->RespondError(ApiError{
-          429, "over_capacity",
-          "at most " + std::to_string(options.max_runs) + " runs may be in progress at once", "",
-          nullptr});
-    }
-    auto active = std::make_unique<ActiveRun>();
-    active->id = next_run++;
-    active->exchange = ex;
-    if (!spec->workspace) {
-      // Nothing of the daemon's own directory: a run without a workspace
-      // gets a fresh empty one, removed afterwards.
-      active->scratch = options.state_dir + "/scratch/" + sys::RandomHex(8);
-      std::error_code ec;
-      std::filesystem::create_directories(active->scratch, ec);
-      ::chmod(active->scratch.c_str(), 0700);
-      spec->workspace = active->scratch;
-    }
-    auto grant = contain::Acquire(*spec, probe, *store);
-    if (!grant) {
-      RemoveScratch(*active);
-      return ex->RespondError(FromSession(session::FromAdmit(grant.error())));
-    }
-    std::string accept(request.message[http::field::accept]);
-    active->streaming = accept.find("application/x-ndjson") != std::string::npos;
-    ActiveRun* run = active.get();
-    run::ExecutionOptions exec_options;
-    exec_options.verify_timeout = options.verify_timeout;
-    exec_options.on_output = [this, run](run::StreamId id, std::string_view bytes) {
-      metrics.bytes_captured += bytes.size();
-      if (!run->streaming) return;
-      json event = {{"type", id == run::StreamId::kStdout ? "stdout" : "stderr"},
-                    {"data", std::string(bytes)}};
-      run->exchange->Stream(sys::JsonText(event) + "\n");
-    };
-    const uint64_t run_id = run->id;
-    const std::string request_id = request.id;
-    auto started = Clock::now();
-    auto execution = run::Execution::Start(*reactor, *store, *signaller, std::move(*grant), *spec,
-                                           std::move(exec_options),
-                                           [this, run_id, request_id](run::RunResult r) {
-                                             OnRunDone(run_id, request_id, std::move(r));
-                                           });
-    if (!execution) {
-      RemoveScratch(*active);
-      return ex->RespondError(ApiError{500, "internal", execution.error().message(), "", nullptr});
-    }
-    metrics.spawn_seconds.Observe(Seconds(Clock::now() - started));
-    active->execution = std::move(*execution);
-    Log("info", "run_started",
-        {{"request_id", request.id}, {"grant_id", run->execution->grant_id()}});
-    if (run->streaming) ex->BeginStream(200, "application/x-ndjson");
-    runs.emplace(run_id, std::move(active));
-    // A client that goes away cancels its run: teardown, recorded `cancelled`.
-    ex->WatchClient([this, run_id] {
-      auto it = runs.find(run_id);
-      if (it == runs.end() || !it->second->execution) return;
-      Log("info", "run_client_gone", {{"grant_id", it->second->execution->grant_id()}});
-      it->second->execution->Cancel();
-    });
-  }
-
-  void RemoveScratch(const ActiveRun& run) {
-    if (run.scratch.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(run.scratch, ec);
-  }
-
-  void OnRunDone(uint64_t run_id, const std::string& request_id, run::RunResult r) {
-    auto it = runs.find(run_id);
-    if (it == runs.end()) return;
-    ActiveRun& run = *it->second;
-    ++metrics.runs_by_outcome[std::string(run::OutcomeName(r.outcome))];
-    metrics.teardown_seconds.Observe(std::chrono::duration<double>(r.release.duration).count());
-    if (!r.release.dead) runs_all_dead = false;
-    Log(r.release.dead ? "info" : "error", "run_finished",
-        {{"request_id", request_id},
-         {"grant_id", r.grant.id},
-         {"outcome", run::OutcomeName(r.outcome)},
-         {"dead", r.release.dead}});
-    json result = run::ToJson(r);
-    if (run.streaming) {
-      result["type"] = "result";
-      run.exchange->Stream(sys::JsonText(result) + "\n");
-      run.exchange->EndStream();
-    } else {
-      run.exchange->RespondJson(200, result);
-    }
-    RemoveScratch(run);
-    // The Execution is still on the stack: destroy it from the loop.
-    asio::post(io, [this, run_id] {
-      runs.erase(run_id);
-      if (runs.empty() && runs_drained) {
-        auto drained = std::move(runs_drained);
-        runs_drained = nullptr;
-        drained();
-      }
-    });
   }
 
   // --- Sessions. ---
@@ -370,84 +204,6 @@ struct Daemon::Impl {
       metrics.exec_seconds.Observe(static_cast<double>(r->duration_ms) / 1000);
       ex->RespondJson(200, session::ToJson(*r));
     });
-  }
-
-  void Files(const std::string& id, const std::vector<std::string>& seg, const Request& request,
-             const std::shared_ptr<Exchange>& ex) {
-    const http::verb method = request.message.method();
-    auto workspace = sessions->Workspace(id);
-    if (!workspace) return ex->RespondError(FromSession(workspace.error()));
-    const int fd = workspace->get();
-    auto query = ParseQuery(request.query);
-    if (seg.size() == 4) {
-      if (method != http::verb::get) {
-        return ex->RespondJson(405,
-                               ToJson(ApiError{405, "method_not_allowed",
-                                               "list a directory with GET ?dir=PATH", "", nullptr}),
-                               {{"Allow", "GET"}});
-      }
-      auto listing = session::ListFiles(fd, query["dir"]);
-      if (!listing) return ex->RespondError(FromSession(listing.error()));
-      return ex->RespondJson(
-          200, {{"dir", query["dir"].empty() ? "." : query["dir"]}, {"entries", *listing}});
-    }
-    std::string path;
-    for (size_t i = 4; i < seg.size(); ++i) path += (i > 4 ? "/" : "") + PercentDecode(seg[i]);
-    switch (method) {
-      case http::verb::put: {
-        session::PutRequest put;
-        put.path = path;
-        put.max_bytes = options.max_file_bytes;
-        if (query.contains("offset")) {
-          const std::string& text = query["offset"];
-          uint64_t offset = 0;
-          auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), offset);
-          if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-            return ex->RespondError(
-                Invalid("offset", "offset: must be a byte count, got \"" + text + "\""));
-          }
-          put.offset = offset;
-        }
-        std::string digest(request.message["X-Content-SHA256"]);
-        if (!digest.empty()) put.sha256 = digest;
-        auto info = session::PutFile(fd, put, request.message.body());
-        if (!info) return ex->RespondError(FromSession(info.error()));
-        return ex->RespondJson(put.offset && *put.offset > 0 ? 200 : 201,
-                               {{"path", path},
-                                {"size", info->size},
-                                {"sha256", info->sha256},
-                                {"mtime_ms", info->mtime_ms}});
-      }
-      case http::verb::get:
-      case http::verb::head: {
-        bool head = method == http::verb::head;
-        auto content = session::GetFile(fd, path, !head, options.max_file_bytes);
-        if (!content) {
-          if (head) {
-            ApiError e = FromSession(content.error());
-            return ex->Respond(e.status, "", "", {}, 0);
-          }
-          return ex->RespondError(FromSession(content.error()));
-        }
-        Exchange::Headers headers = {{"X-Content-SHA256", content->info.sha256}};
-        if (head) {
-          return ex->Respond(200, "", "application/octet-stream", std::move(headers),
-                             content->info.size);
-        }
-        return ex->Respond(200, std::move(content->body), "application/octet-stream",
-                           std::move(headers));
-      }
-      case http::verb::delete_: {
-        auto deleted = session::DeleteFile(fd, path);
-        if (!deleted) return ex->RespondError(FromSession(deleted.error()));
-        return ex->RespondJson(200, {{"path", path}, {"deleted", true}});
-      }
-      default:
-        ex->RespondJson(405,
-                        ToJson(ApiError{405, "method_not_allowed",
-                                        "files take GET, HEAD, PUT and DELETE", "", nullptr}),
-                        {{"Allow", "GET, HEAD, PUT, DELETE"}});
-    }
   }
 
   void WriteServeFile() {
@@ -577,6 +333,9 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
                           session::Sessions::Create(*d.reactor, *d.store, *d.signaller, d.probe,
                                                     d.options.sessions, std::move(observer)));
   CORDON_RETURN_IF_ERROR(d.sessions->Recover());
+  d.runs = std::make_unique<Runs>(
+      *d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
+      RunsOptions{d.options.state_dir, d.options.max_runs, d.options.verify_timeout});
 
   d.token_path = d.options.token_file.value_or(d.options.state_dir + "/token");
   CORDON_ASSIGN_OR_RETURN(d.token, LoadOrCreateToken(d.token_path, !d.options.token_file));
@@ -602,19 +361,19 @@ void Daemon::Shutdown(std::function<void(bool)> done) {
   Impl& d = *impl_;
   d.stopping = true;
   d.server->StopAccepting();
-  auto sessions_done = std::make_shared<std::optional<bool>>();
-  auto finish = [&d, sessions_done, done] {
-    if (!sessions_done->has_value() || !d.runs.empty()) return;
-    done(**sessions_done && d.runs_all_dead);
+  // Both halves report once; `done` runs after the second.
+  struct Pending {
+    int left = 2;
+    bool all_dead = true;
+    std::function<void(bool)> done;
   };
-  d.runs_drained = finish;
-  for (auto& [id, run] : d.runs) {
-    if (run->execution) run->execution->Cancel();
-  }
-  d.sessions->Shutdown([sessions_done, finish](bool all_dead) {
-    *sessions_done = all_dead;
-    finish();
-  });
+  auto pending = std::make_shared<Pending>(Pending{2, true, std::move(done)});
+  auto half = [pending](bool all_dead) {
+    pending->all_dead &= all_dead;
+    if (--pending->left == 0) pending->done(pending->all_dead);
+  };
+  d.runs->Stop(half);
+  d.sessions->Shutdown(half);
 }
 
 }  // namespace cordon::api

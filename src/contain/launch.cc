@@ -313,13 +313,13 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   in.reset();
 
   auto finish = [&]() -> sys::Result<void> {
-    // EOF means execve succeeded (the pipe is close-on-exec); a record
-    // means a step failed. Child setup is short and cannot block on us.
-    SetupRecord record{};
-    CORDON_ASSIGN_OR_RETURN(std::string report, sys::ReadAll(setup.read.get(), sizeof record));
-    if (report.size() == sizeof record) {
-      std::memcpy(&record, report.data(), sizeof record);
-      launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err};
+    if (request.wait_for_exec) {
+      // Child setup is short and cannot block on us.
+      launched.setup_report = std::move(setup.read);
+      CORDON_RETURN_IF_ERROR(ReadSetupReport(launched));
+    } else {
+      CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(setup.read.get()));
+      launched.setup_report = std::move(setup.read);
     }
     // The child is ours and unreaped, so its pid cannot be recycled yet.
     CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
@@ -336,6 +336,25 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   launched.stdout_read = std::move(out.read);
   launched.stderr_read = std::move(err.read);
   return launched;
+}
+
+sys::Result<void> ReadSetupReport(Launched& launched) {
+  if (!launched.setup_report) return {};
+  // EOF means execve succeeded (the pipe is close-on-exec); a record means
+  // a step failed; EAGAIN (a report opened non-blocking) that the child is
+  // still setting up: ask again later.
+  SetupRecord record{};
+  ssize_t n;
+  do {
+    n = ::read(launched.setup_report.get(), &record, sizeof record);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EAGAIN) return {};
+  if (n < 0) return sys::FailErrno("read(setup report)");
+  if (n == sizeof record) {
+    launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err};
+  }
+  launched.setup_report.reset();
+  return {};
 }
 
 }  // namespace cordon::contain

@@ -64,6 +64,11 @@ struct LaunchRequest {
   // The file behind exec_fd is a "#!" script: its interpreter reads it
   // through /dev/fd/N, so the descriptor stays open across execve.
   bool exec_fd_is_script = false;
+  // false: Launch returns as soon as the child exists, without waiting for
+  // its execve; ReadSetupReport gives the outcome later (it never blocks).
+  // For a supervisor whose event loop must not wait on a child: clone3 to
+  // execve is most of a spawn's time.
+  bool wait_for_exec = true;
 };
 
 struct Launched {
@@ -75,7 +80,15 @@ struct Launched {
   // Set when the child failed before execve; it has exited (unreaped).
   std::optional<SetupError> setup_error;
   std::chrono::steady_clock::time_point started;
+  // The child's setup report, until it was read (see wait_for_exec).
+  sys::UniqueFd setup_report;
 };
+
+// Reads a launched child's setup report if it is there: a failed step sets
+// `setup_error`; EOF (execve succeeded) or a report read earlier leaves it
+// unset. Never blocks on a report opened by Launch without wait_for_exec;
+// once the child has exited, the report is final.
+sys::Result<void> ReadSetupReport(Launched& launched);
 
 // Fails only for the supervisor's own errors (pipes, clone3); a failure in
 // the child is a Launched with setup_error.

@@ -82,6 +82,9 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   request.stdin_fd = options_.stdin_fd;
   request.rlimits = Rlimits(spec, grant_);
   request.cgroups = grant_.cgroups ? &*grant_.cgroups : nullptr;
+  // The loop does not wait for the child's execve; the report is read in
+  // Finish, when the main process has exited and the report is final.
+  request.wait_for_exec = false;
 
   auto launched = contain::Launch(request);
   if (!launched) {
@@ -244,6 +247,9 @@ void Execution::OnReleased(const contain::Release& release) {
 void Execution::Finish() {
   finished_ = true;
   RunResult& r = result_;
+  if (auto report = contain::ReadSetupReport(child_); !report) {
+    r.warnings.push_back("cannot read the child's setup report: " + report.error().message());
+  }
   r.setup_error = child_.setup_error;
   r.timed_out = stop_ == Stop::kTimedOut;
 
