@@ -8,7 +8,9 @@
 //                                touched, then closed)
 //   live at a daemon crash -> lost (found at restart; the tree is reaped by
 //                                   contain::Reap, the workspace kept)
-// A new generation of an id starts from closed, invalidated or lost. Every
+// `busy` is only kept in memory (it flips with every execution; after a crash
+// ready and busy both become lost). A new generation of an id starts from
+// closed, invalidated or lost. Every
 // callback carries the generation it belongs to, so the cleanup of an old
 // generation never touches a newer one.
 //
