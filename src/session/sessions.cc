@@ -378,7 +378,7 @@ void Sessions::Quarantine(Session& s, const contain::Release& release) {
   s.closing = false;
   if (stopping_) {
     shutdown_all_dead_ = false;
-    Tick();  // may finish the shutdown
+    MaybeFinishShutdown();
   }
 }
 
@@ -397,7 +397,7 @@ void Sessions::Close(Session& s) {
   auto waiters = std::move(s.delete_waiters);
   s.delete_waiters.clear();
   for (auto& w : waiters) w(View(s));
-  if (stopping_) Tick();
+  MaybeFinishShutdown();
 }
 
 // One more attempt at the teardown of a quarantined session's tree.
@@ -550,15 +550,15 @@ Outcome<sys::UniqueFd> Sessions::Workspace(const std::string& id) {
   return std::move(*fd);
 }
 
+// The housekeeping timer: never called from inside a Shell's callbacks, so
+// this is where retired Shells are destroyed.
 void Sessions::Tick() {
   retired_.clear();
   const auto now = Clock::now();
   std::vector<Session*> cull;
-  bool pending_shutdown = false;
   for (auto& [id, s] : sessions_) {
     if (s->state == "quarantined") Retry(*s);
-    if (s->closing || (s->shell && s->state == "starting")) pending_shutdown = true;
-    if (stopping_ || s->closing || !s->shell || s->state != "ready") continue;
+    if (s->closing || !s->shell || s->state != "ready") continue;
     bool idle = !s->shell->running() && s->queue.empty() &&
                 now - s->last_used > std::chrono::milliseconds(s->ttl_ms);
     bool old = now - s->born > options_.max_lifetime;
@@ -572,26 +572,34 @@ void Sessions::Tick() {
     s->keep_workspace = false;
     s->shell->Kill();
   }
-  if (!stopping_) {
-    tick_->Set(options_.tick, [this] { Tick(); });
-  } else if (!pending_shutdown && shutdown_) {
-    auto done = std::move(shutdown_);
-    shutdown_ = nullptr;
-    done(shutdown_all_dead_ && quarantined() == 0);
-  }
+  tick_->Set(options_.tick, [this] { Tick(); });
 }
 
 void Sessions::Shutdown(std::function<void(bool)> done) {
   shutdown_ = std::move(done);
   stopping_ = true;
   tick_->Cancel();
+  // Every live session is marked before any is killed: a teardown may end
+  // at once, and the shutdown is over only when none is left closing.
+  std::vector<Shell*> kill;
   for (auto& [id, s] : sessions_) {
     if (!s->shell || s->closing || s->state == "quarantined" || s->state == "closed") continue;
     s->closing = true;
     s->keep_workspace = true;
-    s->shell->Kill();
+    kill.push_back(s->shell.get());
   }
-  Tick();
+  for (Shell* shell : kill) shell->Kill();
+  MaybeFinishShutdown();
+}
+
+void Sessions::MaybeFinishShutdown() {
+  if (!stopping_ || !shutdown_) return;
+  for (const auto& [id, s] : sessions_) {
+    if (s->closing || (s->shell && s->state == "starting")) return;
+  }
+  auto done = std::move(shutdown_);
+  shutdown_ = nullptr;
+  done(shutdown_all_dead_ && quarantined() == 0);
 }
 
 }  // namespace cordon::session

@@ -161,6 +161,7 @@ class Sessions final {
   void FailQueue(Session& s, const Error& error);
   std::optional<Error> Unusable(Session& s);
   void Tick();
+  void MaybeFinishShutdown();
 
   sys::Reactor& reactor_;
   store::Store& store_;
@@ -169,8 +170,8 @@ class Sessions final {
   SessionOptions options_;
   Observer observer_;
   std::map<std::string, std::unique_ptr<Session>> sessions_;
-  // Shells that ended and were replaced; destroyed at the next tick (never
-  // from inside their own callbacks).
+  // Shells that ended and were replaced; destroyed at the next tick or with
+  // the Sessions, never from inside their own callbacks.
   std::vector<std::unique_ptr<Shell>> retired_;
   std::unique_ptr<Alarm> tick_;
   std::function<void(bool)> shutdown_;  // set while stopping, until called

@@ -218,7 +218,6 @@ TEST_F(DaemonTest, StatusesForUnknownPathsMethodsAndSizes) {
 // --- runs ---
 
 TEST_F(DaemonTest, ARunReturnsTheRunResult) {
-  ::setenv("CORDON_TEST_API_KEY", "sk-must-not-leak", 1);
   HttpResponse r = client_.Post("/v1/runs", {{"argv", {"/usr/bin/env"}}, {"env", {{"A", "1"}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   json j = r.Json();
@@ -313,8 +312,6 @@ TEST_F(DaemonTest, AClientThatDisconnectsCancelsItsRun) {
 // --- sessions ---
 
 TEST_F(DaemonTest, SessionStatePersistsAndTheEnvironmentIsTheAllowlist) {
-  ::setenv("OPENAI_API_KEY", "sk-secret", 1);
-  ::setenv("DATABASE_URL", "postgres://secret", 1);
   json s = Create("persist", {{"env", {{"MINE", "declared"}}}});
   EXPECT_EQ(s["state"], "ready");
   EXPECT_EQ(s["generation"], 1);
@@ -641,6 +638,8 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     ASSERT_TRUE(first.ready()) << first.Log();
     HttpClient c = first.Client();
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", "keep"}}).status, 201);
+    ASSERT_EQ(c.Post("/v1/sessions", {{"id", "fresh"}}).status, 201);
+    c.Post("/v1/sessions/fresh/exec", {{"command", "echo old > old.txt"}});
     json j = c.Post("/v1/sessions/keep/exec",
                     {{"command", "echo data > file.txt; setsid sleep 300 & echo $! $$"}})
                  .Json();
@@ -658,7 +657,7 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     EXPECT_EQ(first.Wait(), 128 + SIGKILL);
     EXPECT_FALSE(Exited(escapee));  // orphaned, still running...
     EXPECT_FALSE(Exited(run_leader));
-    EXPECT_EQ(ActiveGrants(state_dir).size(), 2u);
+    EXPECT_EQ(ActiveGrants(state_dir).size(), 3u);
   }
   DaemonProcess second({}, state_dir);
   ASSERT_TRUE(second.ready()) << second.Log();
@@ -680,6 +679,32 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
   EXPECT_EQ(c.Post("/v1/sessions/keep/exec", {{"command", "cat file.txt"}}).Json()["stdout"],
             "data\n");
   EXPECT_NE(second.Log().find("recovered_grant"), std::string::npos);
+  // A lost session's workspace is swept when asked to.
+  HttpResponse fresh = c.Post("/v1/sessions", {{"id", "fresh"}, {"fresh_workspace", true}});
+  ASSERT_EQ(fresh.status, 201) << fresh.body;
+  EXPECT_EQ(fresh.Json()["spec"]["workspace_reused"], false);
+  EXPECT_EQ(c.Post("/v1/sessions/fresh/exec", {{"command", "ls -A | wc -l"}}).Json()["stdout"],
+            "0\n");
+}
+
+TEST(DaemonEnvTest, NothingOfTheDaemonsEnvironmentReachesASessionOrARun) {
+  ::setenv("OPENAI_API_KEY", "sk-must-not-leak", 1);
+  ::setenv("DATABASE_URL", "postgres://user:secret@db/x", 1);
+  DaemonProcess daemon;  // started with them in its environment
+  ::unsetenv("OPENAI_API_KEY");
+  ::unsetenv("DATABASE_URL");
+  ASSERT_TRUE(daemon.ready()) << daemon.Log();
+  HttpClient c = daemon.Client();
+  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "env"}}).status, 201);
+  std::string session_env =
+      c.Post("/v1/sessions/env/exec", {{"command", "env"}}).Json()["stdout"].get<std::string>();
+  std::string run_env = c.Post("/v1/runs", {{"argv", {"/usr/bin/env"}}}).Json()["stdout"];
+  for (const std::string& env : {session_env, run_env}) {
+    EXPECT_EQ(env.find("sk-must-not-leak"), std::string::npos) << env;
+    EXPECT_EQ(env.find("secret"), std::string::npos) << env;
+  }
+  EXPECT_EQ(run_env, "");
+  EXPECT_NE(session_env.find("TERM=dumb"), std::string::npos);
 }
 
 TEST(DaemonLifecycleTest, IdleSessionsAreCulledWithVerifiedTeardown) {
@@ -733,7 +758,7 @@ TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   ASSERT_TRUE(store);
   auto sessions = store->ListSessions();
   ASSERT_TRUE(sessions);
-  for (const auto& s : *sessions) EXPECT_EQ(s.state, "closed") << s.id;
+  for (const auto& s : *sessions) EXPECT_EQ(s.state, "closed") << s.id << daemon.Log();
 }
 
 TEST(DaemonLimitsTest, OverCapacityIs429WithRetryAfter) {

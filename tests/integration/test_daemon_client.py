@@ -260,3 +260,148 @@ def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
         capture_output=True, text=True, cwd=str(tmp_path))
     assert check.returncode == 0, check.stderr
     assert check.stdout.startswith("Client ") and str(venv) in check.stdout
+
+
+def _alive(pid):
+    """False once `pid` has exited (gone, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _wait_for(predicate, within=20.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def _active_grants(state_dir):
+    out = subprocess.run([CORDON, "grants", "--json", "--state-dir", state_dir],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_a_disconnected_streaming_client_cancels_its_run(daemon, client, tmp_path):
+    pidfile = tmp_path / "gc.pid"
+
+    class Hangup(Exception):
+        pass
+
+    def on_output(stream, data):
+        raise Hangup()  # leave at the first event, as a client that goes away
+
+    with pytest.raises(Hangup):
+        client.run(shell=f"setsid sleep 60 & echo $! > {pidfile}; echo started; sleep 60",
+                   on_output=on_output)
+    client._connection().close()
+    pid = int(pidfile.read_text())
+    assert _wait_for(lambda: not _alive(pid))
+
+    def recorded():
+        grants = json.loads(subprocess.run(
+            [CORDON, "grants", "--all", "--json", "--state-dir", daemon.state_dir],
+            capture_output=True, text=True).stdout)
+        return [g for g in grants if g["spec"].get("shell", "").startswith("setsid sleep 60")]
+
+    assert _wait_for(lambda: recorded() and recorded()[0]["state"] == "released")
+    assert recorded()[0]["outcome"] == "cancelled"
+
+
+def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(daemon, tmp_path):
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(daemon.client().session("py-once")))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({s.info["grant_id"] for s in results}) == 1
+    workspace = results[0].info["workspace"]
+    shells = [p for p in os.listdir("/proc") if p.isdigit() and _alive(int(p))
+              and os.path.exists(f"/proc/{p}/cwd")
+              and os.path.realpath(f"/proc/{p}/cwd") == workspace
+              and open(f"/proc/{p}/comm").read() == "bash\n"]
+    assert len(shells) == 1
+    results[0].close()
+
+    shared = tmp_path / "barrier"
+    shared.mkdir()
+    sessions = [daemon.client().session(f"py-par-{i}") for i in range(20)]
+    outputs = [None] * 20
+
+    def run(i):
+        # Finishes only if all twenty run at the same time.
+        outputs[i] = sessions[i].exec(
+            f"touch {shared}/r{i}; while [ $(ls {shared} | wc -l) -lt 20 ]; do sleep 0.02; done;"
+            f" echo {i}", timeout_ms=60000)["stdout"]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outputs == [f"{i}\n" for i in range(20)]
+    for s in sessions:
+        s.close()
+
+
+def test_idle_sessions_are_culled(client):
+    s = client.session("py-idle", ttl_s=1)
+    shell = int(s.exec("echo $$")["stdout"])
+    assert _wait_for(lambda: s.state == "closed")
+    assert not _alive(shell)
+
+
+def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
+    state = tmp_path / "state"
+    first = Daemon(state)
+    c = first.client()
+    s = c.session("py-keep")
+    s.put_file("data.txt", b"kept")
+    escapee, shell = map(int, s.exec("setsid sleep 300 & echo $! $$")["stdout"].split())
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=30)
+    first.log.close()
+    assert _alive(escapee)
+
+    second = Daemon(state)
+    try:
+        # Dead before the restarted daemon answered.
+        assert not _alive(escapee) and not _alive(shell)
+        assert _active_grants(str(state)) == []
+        c = second.client()
+        assert c.request("GET", "/v1/sessions/py-keep")["state"] == "lost"
+        with pytest.raises(ConflictError):
+            c.request("POST", "/v1/sessions/py-keep/exec", {"command": "true"})
+        again = c.session("py-keep")
+        assert again.info["generation"] == 2
+        assert again.get_file("data.txt") == b"kept"
+        fresh_pids = [int(x) for x in again.exec("setsid sleep 300 & echo $! $$")["stdout"].split()]
+    finally:
+        assert second.stop() == 0  # SIGTERM: everything torn down, exit 0
+    assert not any(_alive(p) for p in fresh_pids)
+    assert _active_grants(str(state)) == []
+    for mount in _cgroup_mounts():
+        _remove_tree(mount + CGROUP_ROOT)
+
+
+def test_nothing_of_the_daemons_environment_reaches_a_session_or_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:secret@db/x")
+    d = Daemon(tmp_path / "state")
+    try:
+        c = d.client()
+        with c.session("py-env", env={"MINE": "1"}) as s:
+            env = s.exec("env")["stdout"]
+        run_env = c.run(argv=["/usr/bin/env"])["stdout"]
+        for text in (env, run_env):
+            assert "sk-must-not-leak" not in text and "secret" not in text
+        assert "MINE=1" in env and "HOME=" in env and "TERM=dumb" in env
+        assert run_env == ""
+    finally:
+        assert d.stop() == 0
