@@ -60,8 +60,7 @@ struct Daemon::Impl {
     std::string path = target.substr(0, target.find('?'));
     if (header.method() == http::verb::put && path.starts_with("/v1/sessions/") &&
         path.find("/files/") != std::string::npos) {
-      // The maximum file size, plus room for a 413 of our own for a body
-      // that says how large it is.
+      // An upload's body is the file (or a chunk of it), not JSON.
       body_limit = options.max_file_bytes;
     }
     if (path == "/v1/health") return std::nullopt;

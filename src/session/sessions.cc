@@ -3,7 +3,6 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "contain/grant.h"
 #include "contain/reap.h"
