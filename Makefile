@@ -1,6 +1,7 @@
 # The README's commands. Each installs what it needs from Debian's packages.
 #   make build   the release binary at build/cordon
-#   make run     build, then the main job (today: a demo of `cordon run`)
+#   make run     build, then the main job: `cordon serve` on loopback
+#                (scripts/serve.sh); `make demo` shows `cordon run` alone
 #   make test    every test: unit, integration, Python, and the unit tests
 #                again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench   the side-by-side benchmarks (bench/)
@@ -11,13 +12,14 @@ JOBS ?= $(shell nproc)
 
 # Build and test dependencies (docs/dependencies.md says why each is here).
 PACKAGES := cmake ninja-build g++ make pkg-config \
-	libsqlite3-dev nlohmann-json3-dev libcli11-dev libssl-dev \
+	libsqlite3-dev nlohmann-json3-dev libcli11-dev libssl-dev libboost-dev \
 	libseccomp-dev libtomlplusplus-dev \
 	libgtest-dev libgmock-dev libzmq3-dev \
-	python3 python3-pytest python3-ipykernel util-linux procps
+	python3 python3-pytest python3-ipykernel python3-venv python3-setuptools python3-wheel \
+	util-linux procps
 BENCH_PACKAGES := hyperfine bubblewrap firejail
 
-.PHONY: deps build run test unit asan bench clean format
+.PHONY: deps build run demo test unit asan bench clean format
 
 deps:
 	@scripts/install-deps.sh $(PACKAGES)
@@ -29,6 +31,9 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
+	scripts/serve.sh $(BUILD)/cordon
+
+demo: build
 	scripts/demo.sh $(BUILD)/cordon
 
 test: build

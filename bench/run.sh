@@ -13,6 +13,9 @@
 #  4. isolation, side by side: cordon --isolation standard against
 #     bwrap --unshare-all, firejail and unshare (where they run), and bare
 #     /bin/true.
+#  5. the daemon (bench/daemon.py): session exec round trip, POST /v1/runs
+#     and `cordon run` side by side, session create-to-ready, runs per
+#     second with 4 concurrent clients.
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -135,3 +138,8 @@ if bwrap:
           f"{bwrap[0]/cordon:.2f}x ({'met' if bwrap[0] >= 2 * cordon else 'not met'})")
 PY
 
+pause
+echo
+# 5. the daemon: exec round trip, one-shot runs over HTTP and from the CLI,
+#    session create-to-ready, throughput with 4 concurrent clients.
+/usr/bin/python3 "$(dirname "$0")/daemon.py" "$cordon" "${DAEMON_RUNS:-300}"

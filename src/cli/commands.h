@@ -20,5 +20,6 @@ Command AddReapCommand(CLI::App& app);
 Command AddClosureCommand(CLI::App& app);
 Command AddAttestCommand(CLI::App& app);
 Command AddSignalCommand(CLI::App& app);
+Command AddServeCommand(CLI::App& app);
 
 }  // namespace cordon::cli

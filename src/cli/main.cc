@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       {"run", cordon::cli::AddRunCommand},         {"probe", cordon::cli::AddProbeCommand},
       {"grants", cordon::cli::AddGrantsCommand},   {"reap", cordon::cli::AddReapCommand},
       {"closure", cordon::cli::AddClosureCommand}, {"attest", cordon::cli::AddAttestCommand},
-      {"signal", cordon::cli::AddSignalCommand},
+      {"signal", cordon::cli::AddSignalCommand},   {"serve", cordon::cli::AddServeCommand},
   };
   std::string_view named = argc > 1 ? argv[1] : "";
   bool known = false;

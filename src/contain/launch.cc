@@ -361,7 +361,13 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
     CORDON_ASSIGN_OR_RETURN(sync, sys::MakePipe());
     CORDON_ASSIGN_OR_RETURN(status, sys::MakePipe());
   }
-  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd in, StdinFd(request.stdin_bytes));
+  sys::UniqueFd in;
+  if (request.stdin_fd >= 0) {
+    in.reset(::fcntl(request.stdin_fd, F_DUPFD_CLOEXEC, 3));
+    if (!in) return sys::FailErrno("fcntl(stdin_fd, F_DUPFD_CLOEXEC)");
+  } else {
+    CORDON_ASSIGN_OR_RETURN(in, StdinFd(request.stdin_bytes));
+  }
   sys::UniqueFd workspace;
   if (request.workspace) {
     CORDON_ASSIGN_OR_RETURN(workspace, sys::Open(*request.workspace, O_PATH | O_DIRECTORY));
@@ -465,17 +471,14 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
     // The child is ours and unreaped, so its pid cannot be recycled yet.
     CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
     if (request.on_started) request.on_started(launched.identity, launched.pgid);
-    // EOF means execve succeeded (the pipe is close-on-exec); a record
-    // means a step failed. Child setup is short and cannot block on us.
-    SetupRecord record{};
-    CORDON_ASSIGN_OR_RETURN(std::string report, sys::ReadAll(setup.read.get(), sizeof record));
-    if (report.size() == sizeof record) {
-      std::memcpy(&record, report.data(), sizeof record);
-      launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err, ""};
-      if (record.step == static_cast<int32_t>(SetupStep::kMounts) && namespaced) {
-        launched.setup_error->detail =
-            sandbox->mounts()->Describe(static_cast<size_t>(record.index));
-      }
+    launched.sandbox = namespaced ? sandbox : nullptr;
+    if (request.wait_for_exec) {
+      // Child setup is short and cannot block on us.
+      launched.setup_report = std::move(setup.read);
+      CORDON_RETURN_IF_ERROR(ReadSetupReport(launched));
+    } else {
+      CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(setup.read.get()));
+      launched.setup_report = std::move(setup.read);
     }
     CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(out.read.get()));
     CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(err.read.get()));
@@ -490,6 +493,30 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   launched.stdout_read = std::move(out.read);
   launched.stderr_read = std::move(err.read);
   return launched;
+}
+
+sys::Result<void> ReadSetupReport(Launched& launched) {
+  if (!launched.setup_report) return {};
+  // EOF means execve succeeded (the pipe is close-on-exec); a record means
+  // a step failed; EAGAIN (a report opened non-blocking) that the child is
+  // still setting up: ask again later.
+  SetupRecord record{};
+  ssize_t n;
+  do {
+    n = ::read(launched.setup_report.get(), &record, sizeof record);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EAGAIN) return {};
+  if (n < 0) return sys::FailErrno("read(setup report)");
+  if (n == sizeof record) {
+    launched.setup_error = SetupError{static_cast<SetupStep>(record.step), record.err, ""};
+    if (record.step == static_cast<int32_t>(SetupStep::kMounts) && launched.sandbox &&
+        launched.sandbox->mounts()) {
+      launched.setup_error->detail =
+          launched.sandbox->mounts()->Describe(static_cast<size_t>(record.index));
+    }
+  }
+  launched.setup_report.reset();
+  return {};
 }
 
 }  // namespace cordon::contain

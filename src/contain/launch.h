@@ -64,6 +64,10 @@ struct LaunchRequest {
   std::vector<std::string> env;  // "NAME=value", exactly the child's environment
   std::optional<std::string> workspace;
   std::optional<std::string> stdin_bytes;  // none: /dev/null
+  // When >= 0, the child's stdin is (a duplicate of) this descriptor instead
+  // of `stdin_bytes`: the read end of a pipe the caller keeps writing to (a
+  // session's shell reads its commands from it). The caller keeps owning it.
+  int stdin_fd = -1;
   std::vector<RlimitSetting> rlimits;
   const GrantCgroups* cgroups = nullptr;
   // When >= 0, the program is this already-open (verified) file, executed
@@ -81,6 +85,11 @@ struct LaunchRequest {
   // Isolation, prepared by the caller (null: none). With namespaces the
   // main process is the pid namespace's init, and the command its child.
   Sandbox* sandbox = nullptr;
+  // false: Launch returns as soon as the child exists, without waiting for
+  // its execve; ReadSetupReport gives the outcome later (it never blocks).
+  // For a supervisor whose event loop must not wait on a child: clone3 to
+  // execve is most of a spawn's time.
+  bool wait_for_exec = true;
 };
 
 struct Launched {
@@ -95,7 +104,18 @@ struct Launched {
   // (ReadInitReport, once the main process has exited).
   sys::UniqueFd init_report;
   std::chrono::steady_clock::time_point started;
+  // The child's setup report, until it was read (see wait_for_exec).
+  sys::UniqueFd setup_report;
+  // The request's sandbox when namespaced (names a failed mount step); the
+  // caller keeps it alive as long as the Launched.
+  const Sandbox* sandbox = nullptr;
 };
+
+// Reads a launched child's setup report if it is there: a failed step sets
+// `setup_error`; EOF (execve succeeded) or a report read earlier leaves it
+// unset. Never blocks on a report opened by Launch without wait_for_exec;
+// once the child has exited, the report is final.
+sys::Result<void> ReadSetupReport(Launched& launched);
 
 // Fails only for the supervisor's own errors (pipes, clone3); a failure in
 // the child is a Launched with setup_error.

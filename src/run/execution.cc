@@ -84,6 +84,7 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   for (const auto& [name, value] : spec.env) request.env.push_back(name + "=" + value);
   if (spec.workspace) request.workspace = spec.workspace->string();
   request.stdin_bytes = spec.stdin_bytes;
+  request.stdin_fd = options_.stdin_fd;
   request.rlimits = Rlimits(spec, grant_);
   request.cgroups = grant_.cgroups ? &*grant_.cgroups : nullptr;
   request.exec_fd = options_.exec_fd;
@@ -92,6 +93,9 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
     result_.warnings.push_back(
         "--network host: the command shares the host's network (no network namespace)");
   }
+  // The loop does not wait for the child's execve; the report is read in
+  // Finish, when the main process has exited and the report is final.
+  request.wait_for_exec = false;
 
   sys::Result<void> prepared;
   if (grant_.isolation) {
@@ -173,6 +177,11 @@ bool Execution::ReadSome(Pipe& p, int max_reads) {
   char buf[64 * 1024];
   for (int i = 0; i < max_reads; ++i) {
     ssize_t n = ::read(p.fd.get(), buf, sizeof buf);
+    if (n > 0 && !options_.keep_output) {
+      if (options_.on_output)
+        options_.on_output(p.id, std::string_view(buf, static_cast<size_t>(n)));
+      continue;
+    }
     if (n > 0) {
       std::string_view kept = p.capture.Append(std::string_view(buf, static_cast<size_t>(n)));
       if (!kept.empty() && options_.on_output) options_.on_output(p.id, kept);
@@ -228,6 +237,32 @@ void Execution::Cancel() {
   if (!finished_) StartTeardown(Stop::kCancelled);
 }
 
+sys::Result<void> Execution::Interrupt(int sig) {
+  if (exit_ || finished_) return sys::Fail("interrupt: the main process has exited", ESRCH);
+  return sys::SignalProcessGroup(child_.pidfd, child_.pgid, sig);
+}
+
+void Execution::RetryRelease(std::function<void(const contain::Release&)> retried) {
+  auto teardown = contain::Teardown::Create(
+      reactor_, *tree_, signaller_,
+      contain::TeardownOptions{std::chrono::milliseconds(0), options_.verify_timeout});
+  if (!teardown) {
+    contain::Release failed = result_.release;
+    failed.problem = teardown.error().message();
+    retried(failed);
+    return;
+  }
+  teardown_ = std::move(*teardown);
+  teardown_->Start(contain::TeardownMode::kImmediate, [this, retried = std::move(retried)](
+                                                          const contain::Release& release) {
+    result_.release = release;
+    if (release.dead && grant_.cgroups) (void)grant_.cgroups->Remove();
+    (void)store_.RecordRelease(grant_.id, std::string(OutcomeName(result_.outcome)),
+                               contain::ToJson(release), release.dead);
+    retried(release);
+  });
+}
+
 void Execution::StartTeardown(Stop reason) {
   if (stop_ != Stop::kNone) return;
   stop_ = reason;
@@ -267,6 +302,9 @@ void Execution::OnReleased(const contain::Release& release) {
 void Execution::Finish() {
   finished_ = true;
   RunResult& r = result_;
+  if (auto report = contain::ReadSetupReport(child_); !report) {
+    r.warnings.push_back("cannot read the child's setup report: " + report.error().message());
+  }
   r.setup_error = child_.setup_error;
   r.timed_out = stop_ == Stop::kTimedOut;
 

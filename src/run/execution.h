@@ -36,6 +36,14 @@ struct ExecutionOptions {
   // returns.
   int exec_fd = -1;
   bool exec_fd_is_script = false;
+  // When >= 0, the main process's stdin is this descriptor (see
+  // contain::LaunchRequest::stdin_fd) instead of the spec's stdin bytes.
+  int stdin_fd = -1;
+  // false: output is only streamed to `on_output` (every byte, raw), not
+  // captured, so a long-lived process (a session's shell) is never cut off
+  // at the cap; its consumer frames and caps it. The result's streams stay
+  // empty.
+  bool keep_output = true;
 };
 
 class Execution final {
@@ -59,6 +67,19 @@ class Execution final {
   // Stops the run: SIGTERM, grace, SIGKILL; the outcome is `cancelled`
   // unless the run had already ended or timed out.
   void Cancel();
+
+  // Sends `sig` to the main process's process group while the main process
+  // runs (a session's interrupt: SIGINT to the command and its shell).
+  sys::Result<void> Interrupt(int sig);
+
+  // After `done` reported a release that was not verified (the grant stays
+  // active, naming survivors): tears the tree down again, at once. On
+  // verified death the cgroups go and the grant is recorded `released`.
+  // `retried` gets the new release; it may run before this returns. For the
+  // daemon's retries of a quarantined session.
+  void RetryRelease(std::function<void(const contain::Release&)> retried);
+
+  const std::string& grant_id() const { return grant_.id; }
 
  private:
   struct Pipe {

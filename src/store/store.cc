@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Each entry moves the schema one version up; never edit a released one.
-constexpr std::array<std::string_view, 1> kMigrations = {
+constexpr std::array<std::string_view, 2> kMigrations = {
     R"sql(
 CREATE TABLE grants (
   id TEXT PRIMARY KEY,
@@ -42,6 +42,22 @@ CREATE TABLE grants (
   released_at_ms INTEGER
 );
 CREATE INDEX grants_by_state ON grants (state, created_at_ms);
+)sql",
+    // 2: the daemon's sessions (issue 5).
+    R"sql(
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  generation INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('starting', 'ready', 'busy', 'closed', 'invalidated',
+                                       'quarantined', 'lost')),
+  workspace TEXT NOT NULL,
+  grant_id TEXT,
+  spec TEXT NOT NULL,
+  problem TEXT,
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL
+);
 )sql",
 };
 
@@ -252,6 +268,49 @@ sys::Result<std::optional<GrantRecord>> Store::GetGrant(const std::string& id) {
   CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::nullopt;
   return ReadRow(s);
+}
+
+sys::Result<void> Store::PutSession(const SessionRecord& r) {
+  CORDON_ASSIGN_OR_RETURN(
+      Statement s,
+      db_.Prepare("INSERT OR REPLACE INTO sessions (id, generation, kind, state, workspace, "
+                  "grant_id, spec, problem, created_at_ms, updated_at_ms) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"));
+  s.Bind(1, r.id)
+      .Bind(2, r.generation)
+      .Bind(3, r.kind)
+      .Bind(4, r.state)
+      .Bind(5, r.workspace)
+      .Bind(6, r.grant_id)
+      .Bind(7, sys::JsonText(r.spec))
+      .Bind(8, sys::JsonText(r.problem))
+      .Bind(9, r.created_at_ms)
+      .Bind(10, r.updated_at_ms);
+  return s.Run();
+}
+
+sys::Result<std::vector<SessionRecord>> Store::ListSessions() {
+  CORDON_ASSIGN_OR_RETURN(
+      Statement s, db_.Prepare("SELECT id, generation, kind, state, workspace, grant_id, spec, "
+                               "problem, created_at_ms, updated_at_ms FROM sessions ORDER BY id"));
+  std::vector<SessionRecord> out;
+  while (true) {
+    CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    SessionRecord r;
+    r.id = s.Text(0);
+    r.generation = s.Int(1);
+    r.kind = s.Text(2);
+    r.state = s.Text(3);
+    r.workspace = s.Text(4);
+    r.grant_id = s.Text(5);
+    r.spec = ParseOr(s.Text(6), json::object());
+    r.problem = ParseOr(s.Text(7), json());
+    r.created_at_ms = s.Int(8);
+    r.updated_at_ms = s.Int(9);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace cordon::store

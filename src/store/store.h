@@ -36,6 +36,21 @@ struct GrantRecord {
   std::optional<int64_t> released_at_ms;
 };
 
+// A daemon session (DESIGN.md §2): one row per id, the latest generation.
+struct SessionRecord {
+  std::string id;
+  int64_t generation = 1;
+  std::string kind = "shell";
+  // starting | ready | busy | closed | invalidated | quarantined | lost
+  std::string state = "starting";
+  std::string workspace;
+  std::string grant_id;                            // the current runtime's grant, if any
+  nlohmann::json spec = nlohmann::json::object();  // what was asked: no env values
+  nlohmann::json problem;                          // null, or {"message", "survivors"}
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
 class Store final {
  public:
   // Opens or creates `<state_dir>/cordon.db` and applies pending migrations.
@@ -52,6 +67,10 @@ class Store final {
   // Active grants, or every grant when `all` (newest first).
   sys::Result<std::vector<GrantRecord>> ListGrants(bool all);
   sys::Result<std::optional<GrantRecord>> GetGrant(const std::string& id);
+
+  // Inserts or replaces the session's row (its latest generation).
+  sys::Result<void> PutSession(const SessionRecord& session);
+  sys::Result<std::vector<SessionRecord>> ListSessions();
 
   int schema_version() const { return schema_version_; }
   const std::string& path() const { return path_; }

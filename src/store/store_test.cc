@@ -26,7 +26,7 @@ TEST(StoreTest, GrantsGoFromActiveToReleasedAndSurviveReopening) {
   {
     auto store = Store::Open(dir / "state");
     ASSERT_TRUE(store) << store.error().message();
-    EXPECT_EQ(store->schema_version(), 1);
+    EXPECT_EQ(store->schema_version(), 2);
     ASSERT_TRUE(store->InsertGrant(Sample("g1")));
     ASSERT_TRUE(store->InsertGrant(Sample("g2")));
     proc::Identity id{1234, 1, 99, "boot"};
@@ -105,6 +105,56 @@ TEST(StateDirTest, FlagThenEnvironmentThenDefault) {
   if (::geteuid() == 0) {
     EXPECT_EQ(ResolveStateDir(std::nullopt).value(), "/var/lib/cordon");
   }
+}
+
+}  // namespace
+}  // namespace cordon::store
+
+namespace cordon::store {
+namespace {
+
+TEST(StoreTest, SessionsAreKeptOneRowPerId) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir / "state");
+  ASSERT_TRUE(store);
+  SessionRecord r;
+  r.id = "s1";
+  r.workspace = "/w/s1";
+  r.grant_id = "g";
+  r.spec = {{"env_names", {"PATH"}}};
+  ASSERT_TRUE(store->PutSession(r));
+  r.generation = 2;
+  r.state = "lost";
+  r.problem = {{"message", "gone"}};
+  ASSERT_TRUE(store->PutSession(r));
+  auto all = store->ListSessions();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].generation, 2);
+  EXPECT_EQ((*all)[0].state, "lost");
+  EXPECT_EQ((*all)[0].problem["message"], "gone");
+  r.state = "sleeping";
+  EXPECT_FALSE(store->PutSession(r)) << "the state is checked";
+}
+
+// A database of the first schema gains the sessions table and keeps its grants.
+TEST(StoreTest, MigratesAVersionOneDatabase) {
+  testing::TempDir dir;
+  {
+    auto store = Store::Open(dir / "state");
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->InsertGrant(Sample("old")));
+  }
+  {
+    auto db = Database::Open(dir / "state/cordon.db");
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->Exec("DROP TABLE sessions; PRAGMA user_version = 1;"));
+  }
+  auto store = Store::Open(dir / "state");
+  ASSERT_TRUE(store) << store.error().message();
+  EXPECT_EQ(store->schema_version(), 2);
+  EXPECT_TRUE(store->GetGrant("old").value());
+  EXPECT_TRUE(store->ListSessions());
 }
 
 }  // namespace

@@ -66,4 +66,12 @@ Result<std::optional<ChildExit>> PidFd::Wait(bool nohang) const {
   return exit;
 }
 
+Result<void> SignalProcessGroup(const PidFd& leader, pid_t pgid, int sig) {
+  const std::string what = "kill(-" + std::to_string(pgid) + ", " + std::to_string(sig) + ")";
+  if (pgid <= 1 || pgid == ::getpgrp()) return Fail(what + ": the supervisor's own group", EPERM);
+  if (leader.HasExited()) return Fail(what + ": the leader has exited", ESRCH);
+  if (::kill(-pgid, sig) != 0) return FailErrno(what);
+  return {};
+}
+
 }  // namespace cordon::sys

@@ -51,4 +51,11 @@ class PidFd final {
   pid_t pid_ = -1;
 };
 
+// kill(-pgid, sig) for the process group that `leader` leads. Safe only
+// while `leader` is this process's unreaped child: until it is reaped its
+// pid, and so the group's number, cannot be recycled. Refuses the caller's
+// own process group (the supervisor never signals itself) and a leader that
+// has already exited.
+Result<void> SignalProcessGroup(const PidFd& leader, pid_t pgid, int sig);
+
 }  // namespace cordon::sys

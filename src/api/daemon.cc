@@ -1,0 +1,378 @@
+#include "api/daemon.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/ip/address.hpp>
+#include <charconv>
+
+#include "api/file_routes.h"
+#include "api/log.h"
+#include "api/requests.h"
+#include "api/runs.h"
+#include "api/url.h"
+#include "contain/probe.h"
+#include "contain/reap.h"
+#include "store/store.h"
+#include "sys/json_text.h"
+#include "sys/random.h"
+
+#ifndef CORDON_VERSION
+#define CORDON_VERSION "dev"
+#endif
+
+namespace cordon::api {
+namespace {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+bool Truthy(const std::string& v) { return v == "true" || v == "1" || v == "yes"; }
+
+}  // namespace
+
+struct Daemon::Impl {
+  asio::io_context& io;
+  DaemonOptions options;
+  std::optional<store::Store> store;
+  contain::Probe probe;
+  contain::KernelSignaller kernel;
+  contain::Signaller* signaller = nullptr;
+  std::unique_ptr<AsioReactor> reactor;
+  std::unique_ptr<session::Sessions> sessions;
+  std::unique_ptr<HttpServer> server;
+  std::string token;
+  std::string token_path;
+  std::vector<std::string> urls;
+  Metrics metrics;
+  std::unique_ptr<Runs> runs;
+  bool stopping = false;
+
+  Impl(asio::io_context& io, DaemonOptions options) : io(io), options(std::move(options)) {}
+
+  // --- Admission of a request, after its header. ---
+  std::optional<ApiError> Admit(const Header& header, uint64_t& body_limit) {
+    std::string target(header.target());
+    std::string path = target.substr(0, target.find('?'));
+    if (header.method() == http::verb::put && path.starts_with("/v1/sessions/") &&
+        path.find("/files/") != std::string::npos) {
+      // An upload's body is the file (or a chunk of it), not JSON.
+      body_limit = options.max_file_bytes;
+    }
+    if (path == "/v1/health") return std::nullopt;
+    if (!Authorized(header)) {
+      return ApiError{401, "unauthorized",
+                      "a valid token is required: Authorization: Bearer <token>", "", nullptr};
+    }
+    return std::nullopt;
+  }
+
+  bool Authorized(const Header& header) const {
+    const std::string value(header[http::field::authorization]);
+    std::string_view given;
+    for (std::string_view scheme : {"Bearer ", "bearer ", "token ", "Token "}) {
+      if (value.starts_with(scheme)) given = std::string_view(value).substr(scheme.size());
+    }
+    // Constant time: how much of a wrong token matched is not revealed.
+    return !given.empty() && given.size() == token.size() &&
+           CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
+  }
+
+  void Answered(const Request& request, int status) {
+    ++metrics.requests_by_status[status];
+    Log(status >= 500 ? "error" : "info", "request",
+        {{"request_id", request.id},
+         {"method", std::string(request.message.method_string())},
+         {"path", request.path},
+         {"status", status},
+         {"ms",
+          std::chrono::duration<double, std::milli>(Clock::now() - request.received).count()}});
+  }
+
+  // --- Routing. ---
+  void Handle(Request request, std::shared_ptr<Exchange> ex) {
+    const http::verb method = request.message.method();
+    const std::vector<std::string> seg = Segments(request.path);
+    auto is = [&](std::initializer_list<const char*> want) {
+      if (seg.size() != want.size()) return false;
+      size_t i = 0;
+      for (const char* w : want) {
+        if (*w != '*' && seg[i] != w) return false;
+        ++i;
+      }
+      return true;
+    };
+    auto not_allowed = [&](const char* allow) {
+      ex->RespondJson(
+          405,
+          ToJson(ApiError{405, "method_not_allowed",
+                          std::string(request.message.method_string()) + " is not " +
+                              "allowed on " + request.path + " (allowed: " + allow + ")",
+                          "", nullptr}),
+          {{"Allow", allow}});
+    };
+    if (is({"v1", "health"})) {
+      if (method != http::verb::get) return not_allowed("GET");
+      return ex->RespondJson(200, {{"status", stopping ? "stopping" : "ok"},
+                                   {"version", CORDON_VERSION},
+                                   {"runs_active", runs->active()},
+                                   {"sessions_active", sessions->live()},
+                                   {"sessions_quarantined", sessions->quarantined()}});
+    }
+    if (is({"v1", "probe"})) {
+      if (method != http::verb::get) return not_allowed("GET");
+      return ex->RespondJson(200, contain::ToJson(probe));
+    }
+    if (is({"metrics"})) {
+      if (method != http::verb::get) return not_allowed("GET");
+      return ex->Respond(200,
+                         metrics.Render(runs->active(), sessions->live(), sessions->quarantined()),
+                         "text/plain; version=0.0.4");
+    }
+    if (is({"v1", "runs"})) {
+      if (method != http::verb::post) return not_allowed("POST");
+      return runs->Start(request, ex);
+    }
+    if (is({"v1", "sessions"})) {
+      if (method == http::verb::post) return CreateSession(request, ex);
+      if (method == http::verb::get) return ex->RespondJson(200, {{"sessions", sessions->List()}});
+      return not_allowed("GET, POST");
+    }
+    if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sessions") {
+      const std::string id = PercentDecode(seg[2]);
+      if (seg.size() == 3) {
+        if (method == http::verb::get) return Reply(ex, sessions->Get(id));
+        if (method == http::verb::delete_) {
+          bool keep = Truthy(ParseQuery(request.query)["keep_workspace"]);
+          return sessions->Delete(id, keep, [this, ex](session::Outcome<json> r) { Reply(ex, r); });
+        }
+        return not_allowed("GET, DELETE");
+      }
+      if (is({"v1", "sessions", "*", "exec"})) {
+        if (method != http::verb::post) return not_allowed("POST");
+        return Exec(id, request, ex);
+      }
+      if (is({"v1", "sessions", "*", "interrupt"})) {
+        if (method != http::verb::post) return not_allowed("POST");
+        auto interrupted = sessions->Interrupt(id);
+        if (!interrupted) return ex->RespondError(FromSession(interrupted.error()));
+        return ex->RespondJson(200, {{"interrupted", *interrupted}});
+      }
+      if (seg[3] == "files") {
+        return ServeFiles(*sessions, options.max_file_bytes, seg, request, ex);
+      }
+    }
+    ex->RespondError(ApiError{404, "not_found", "no such endpoint: " + request.path, "", nullptr});
+  }
+
+  void Reply(const std::shared_ptr<Exchange>& ex, const session::Outcome<json>& r) {
+    if (!r) return ex->RespondError(FromSession(r.error()));
+    ex->RespondJson(200, *r);
+  }
+
+  // --- Sessions. ---
+  void CreateSession(const Request& request, const std::shared_ptr<Exchange>& ex) {
+    auto body = ParseObject(request.message.body().empty() ? "{}" : request.message.body());
+    if (!body) return ex->RespondError(body.error());
+    auto create = ParseSession(*body);
+    if (!create) return ex->RespondError(create.error());
+    if (stopping) {
+      return ex->RespondError(
+          ApiError{503, "stopping", "the daemon is shutting down", "", nullptr});
+    }
+    sessions->CreateSession(std::move(*create),
+                            [ex](session::Outcome<session::Sessions::Created> r) {
+                              if (!r) return ex->RespondError(FromSession(r.error()));
+                              ex->RespondJson(r->created ? 201 : 200, r->session);
+                            });
+  }
+
+  void Exec(const std::string& id, const Request& request, const std::shared_ptr<Exchange>& ex) {
+    auto body = ParseObject(request.message.body());
+    if (!body) return ex->RespondError(body.error());
+    auto call = ParseExec(*body);
+    if (!call) return ex->RespondError(call.error());
+    sessions->Exec(id, std::move(*call), [this, ex](session::Outcome<session::ExecResult> r) {
+      if (!r) return ex->RespondError(FromSession(r.error()));
+      ++metrics.session_execs;
+      metrics.bytes_captured += r->out.data.size() + r->err.data.size();
+      metrics.exec_seconds.Observe(static_cast<double>(r->duration_ms) / 1000);
+      ex->RespondJson(200, session::ToJson(*r));
+    });
+  }
+
+  void WriteServeFile() {
+    json info = {{"urls", urls}, {"token_file", token_path}, {"pid", ::getpid()}};
+    std::string path = options.state_dir + "/serve.json";
+    std::string temp = path + ".tmp";
+    if (auto fd = sys::Open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0600)) {
+      (void)sys::WriteAll(fd->get(), sys::JsonText(info) + "\n");
+      ::rename(temp.c_str(), path.c_str());
+    }
+  }
+};
+
+Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Daemon::~Daemon() {
+  if (impl_->server) impl_->server->StopAccepting();
+  ::unlink((impl_->options.state_dir + "/serve.json").c_str());
+}
+
+const std::vector<std::string>& Daemon::urls() const { return impl_->urls; }
+const std::string& Daemon::token_path() const { return impl_->token_path; }
+
+sys::Result<std::string> LoadOrCreateToken(const std::string& path, bool create) {
+  auto existing = sys::ReadFile(path, 4096);
+  if (existing) {
+    std::string token = existing->substr(0, existing->find('\n'));
+    while (!token.empty() &&
+           (token.back() == ' ' || token.back() == '\r' || token.back() == '\t')) {
+      token.pop_back();
+    }
+    if (token.empty()) return sys::Fail("the token file " + path + " is empty", EINVAL);
+    return token;
+  }
+  if (!create || existing.error().errno_value() != ENOENT) {
+    return std::unexpected(existing.error().Context("token file"));
+  }
+  std::string token = sys::RandomHex(32);
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::Open(path, O_WRONLY | O_CREAT | O_EXCL, 0600));
+  CORDON_RETURN_IF_ERROR(sys::WriteAll(fd.get(), token + "\n"));
+  return token;
+}
+
+sys::Result<ListenAddress> ParseListen(const std::string& text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return sys::Fail("--listen: \"" + text + "\" is not HOST:PORT or unix:/path", EINVAL);
+  }
+  ListenAddress a;
+  a.host = text.substr(0, colon);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') {
+    a.host = a.host.substr(1, a.host.size() - 2);
+  }
+  if (a.host == "localhost") a.host = "127.0.0.1";
+  const std::string port = text.substr(colon + 1);
+  unsigned value = 0;
+  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || value > 65535) {
+    return sys::Fail("--listen: \"" + port + "\" is not a port number", EINVAL);
+  }
+  a.port = static_cast<uint16_t>(value);
+  return a;
+}
+
+sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonOptions options) {
+  // A client or a shell that goes away must not kill the daemon with
+  // SIGPIPE mid-teardown: writes fail with EPIPE instead.
+  ::signal(SIGPIPE, SIG_IGN);
+  auto impl = std::make_unique<Impl>(io, std::move(options));
+  Impl& d = *impl;
+  d.signaller = d.options.signaller ? d.options.signaller : &d.kernel;
+
+  // Check every address before anything else happens.
+  std::vector<std::pair<std::string, ListenAddress>> addresses;
+  for (const auto& l : d.options.listen) {
+    if (l.starts_with("unix:")) {
+      addresses.push_back({l.substr(5), {}});
+      continue;
+    }
+    CORDON_ASSIGN_OR_RETURN(ListenAddress a, ParseListen(l));
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(a.host, ec);
+    if (ec) return sys::Fail("--listen: \"" + a.host + "\" is not an IP address", EINVAL);
+    if (!address.is_loopback() && !d.options.allow_remote) {
+      return sys::Fail("--listen " + l +
+                           ": not a loopback address; listening where other machines can reach "
+                           "the daemon needs --allow-remote",
+                       EPERM);
+    }
+    addresses.push_back({"", a});
+  }
+
+  CORDON_ASSIGN_OR_RETURN(store::Store store, store::Store::Open(d.options.state_dir));
+  d.store.emplace(std::move(store));
+  contain::ProbeOptions probe_options;
+  probe_options.cgroups.cgroup_root = d.options.cgroup_root;
+  CORDON_ASSIGN_OR_RETURN(d.probe, contain::ProbeHost(probe_options));
+
+  // Recovery: every tree an earlier daemon left is torn down (verified,
+  // identity-checked) before anything answers.
+  contain::ReapOptions reap;
+  reap.verify_timeout = d.options.verify_timeout;
+  CORDON_ASSIGN_OR_RETURN(auto reports, contain::Reap(*d.store, *d.signaller, reap));
+  for (const auto& r : reports) {
+    Log(r.action == "survivors" ? "error" : "info", "recovered_grant",
+        {{"grant_id", r.grant_id},
+         {"action", r.action},
+         {"note", r.note},
+         {"survivors", r.release.survivors}});
+  }
+
+  d.reactor = std::make_unique<AsioReactor>(io);
+  d.options.sessions.state_dir = d.options.state_dir;
+  d.options.sessions.verify_timeout = d.options.verify_timeout;
+  session::Observer observer;
+  Impl* self = &d;
+  observer.ready = [self](std::chrono::microseconds took) {
+    self->metrics.spawn_seconds.Observe(std::chrono::duration<double>(took).count());
+  };
+  observer.released = [self](const contain::Release& r) {
+    self->metrics.teardown_seconds.Observe(std::chrono::duration<double>(r.duration).count());
+  };
+  observer.log = [](const std::string& event, const json& fields) {
+    Log(event == "session_quarantined" || event == "store_error" ? "error" : "info", event, fields);
+  };
+  CORDON_ASSIGN_OR_RETURN(d.sessions,
+                          session::Sessions::Create(*d.reactor, *d.store, *d.signaller, d.probe,
+                                                    d.options.sessions, std::move(observer)));
+  CORDON_RETURN_IF_ERROR(d.sessions->Recover());
+  d.runs = std::make_unique<Runs>(
+      *d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
+      RunsOptions{d.options.state_dir, d.options.max_runs, d.options.verify_timeout});
+
+  d.token_path = d.options.token_file.value_or(d.options.state_dir + "/token");
+  CORDON_ASSIGN_OR_RETURN(d.token, LoadOrCreateToken(d.token_path, !d.options.token_file));
+
+  HttpHooks hooks;
+  hooks.admit = [self](const Header& h, uint64_t& limit) { return self->Admit(h, limit); };
+  hooks.handle = [self](Request r, std::shared_ptr<Exchange> ex) {
+    self->Handle(std::move(r), std::move(ex));
+  };
+  hooks.answered = [self](const Request& r, int status) { self->Answered(r, status); };
+  d.server = std::make_unique<HttpServer>(io, d.options.http, std::move(hooks));
+  for (const auto& [unix_path, a] : addresses) {
+    auto url =
+        unix_path.empty() ? d.server->ListenTcp(a.host, a.port) : d.server->ListenUnix(unix_path);
+    if (!url) return std::unexpected(url.error());
+    d.urls.push_back(*url);
+  }
+  d.WriteServeFile();
+  return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
+}
+
+void Daemon::Shutdown(std::function<void(bool)> done) {
+  Impl& d = *impl_;
+  d.stopping = true;
+  d.server->StopAccepting();
+  // Both halves report once; `done` runs after the second.
+  struct Pending {
+    int left = 2;
+    bool all_dead = true;
+    std::function<void(bool)> done;
+  };
+  auto pending = std::make_shared<Pending>(Pending{2, true, std::move(done)});
+  auto half = [pending](bool all_dead) {
+    pending->all_dead &= all_dead;
+    if (--pending->left == 0) pending->done(pending->all_dead);
+  };
+  d.runs->Stop(half);
+  d.sessions->Shutdown(half);
+}
+
+}  // namespace cordon::api

@@ -1,0 +1,400 @@
+#include "api/http.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <deque>
+#include <limits>
+
+#include "sys/json_text.h"
+
+namespace cordon::api {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+using unix_socket = asio::local::stream_protocol;
+
+std::atomic<uint64_t> next_request{1};
+
+std::string NewRequestId() {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "r-%x-%llx", static_cast<unsigned>(::getpid()),
+                static_cast<unsigned long long>(next_request++));
+  return buf;
+}
+
+template <typename Socket>
+class Connection final : public Exchange, public std::enable_shared_from_this<Connection<Socket>> {
+ public:
+  Connection(Socket socket, const HttpLimits& limits, const HttpHooks& hooks)
+      : socket_(std::move(socket)), limits_(limits), hooks_(hooks) {}
+
+  void Start() { ReadHeader(); }
+
+  void Respond(int status, std::string body, std::string content_type, Headers headers,
+               std::optional<uint64_t> content_length) override {
+    if (responded_) return;
+    responded_ = true;
+    StopWatching();
+    if (hooks_.answered) hooks_.answered(request_, status);
+    if (closed_) return;
+    auto res =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
+    res->set(http::field::server, "cordon");
+    res->set("X-Request-Id", request_.id);
+    if (!content_type.empty()) res->set(http::field::content_type, content_type);
+    for (auto& [name, value] : headers) res->set(name, value);
+    res->keep_alive(keep_alive_);
+    res->body() = std::move(body);
+    if (content_length) {
+      res->content_length(*content_length);
+    } else {
+      res->prepare_payload();
+    }
+    auto self = this->shared_from_this();
+    http::async_write(socket_, *res, [self, res](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (!self->body_read_) return self->Linger();
+      if (!self->keep_alive_) return self->Close();
+      self->ReadHeader();
+    });
+  }
+
+  void BeginStream(int status, std::string content_type) override {
+    if (responded_) return;
+    responded_ = true;
+    streaming_ = true;
+    if (hooks_.answered) hooks_.answered(request_, status);
+    std::string head = "HTTP/1.1 " + std::to_string(status) + " " +
+                       std::string(http::obsolete_reason(static_cast<http::status>(status))) +
+                       "\r\nServer: cordon\r\nContent-Type: " + content_type +
+                       "\r\nTransfer-Encoding: chunked\r\nX-Request-Id: " + request_.id +
+                       "\r\nConnection: " + (keep_alive_ ? "keep-alive" : "close") + "\r\n\r\n";
+    Queue(std::move(head));
+  }
+
+  void Stream(std::string data) override {
+    if (!streaming_ || data.empty()) return;
+    char size[20];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    Queue(size + std::move(data) + "\r\n");
+  }
+
+  void EndStream() override {
+    if (!streaming_ || stream_ended_) return;
+    stream_ended_ = true;
+    Queue("0\r\n\r\n");
+  }
+
+  void WatchClient(std::function<void()> gone) override {
+    gone_ = std::move(gone);
+    if (closed_) return Gone();
+    // Bytes already buffered are a pipelined request: then the client is
+    // there, and it cannot be told apart from a hang-up by peeking.
+    if (buffer_.size() > 0) return;
+    watching_ = true;
+    auto self = this->shared_from_this();
+    socket_.async_wait(Socket::wait_read, [self](beast::error_code ec) {
+      if (ec || !self->watching_) return;
+      self->watching_ = false;
+      char byte;
+      ssize_t n = ::recv(self->socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) self->Gone();
+    });
+  }
+
+ private:
+  void ReadHeader() {
+    if (closed_) return;
+    parser_.emplace();
+    parser_->header_limit(limits_.header_bytes);
+    // Beast checks a Content-Length against the body limit while parsing
+    // the header; the limit depends on the route, so it is set (and a
+    // declared length checked) once the header is in. (Not boost::none:
+    // Beast 1.74 then compares a length with an empty optional, and fails.)
+    parser_->body_limit(std::numeric_limits<uint64_t>::max());
+    responded_ = streaming_ = stream_ended_ = body_read_ = false;
+    gone_ = nullptr;
+    auto self = this->shared_from_this();
+    http::async_read_header(socket_, buffer_, *parser_,
+                            [self](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void Fail(int status, const std::string& code, const std::string& message) {
+    keep_alive_ = false;
+    RespondJson(status, ToJson(ApiError{status, code, message, "", nullptr}));
+  }
+
+  void OnHeader(beast::error_code ec) {
+    request_ = Request{};
+    request_.id = NewRequestId();
+    request_.received = std::chrono::steady_clock::now();
+    if (ec == http::error::header_limit) {
+      return Fail(431, "too_large",
+                  "the request header is over " + std::to_string(limits_.header_bytes) + " bytes");
+    }
+    if (ec) return Close();
+    keep_alive_ = parser_->get().keep_alive();
+    uint64_t limit = limits_.body_bytes;
+    if (auto refused = hooks_.admit(parser_->get().base(), limit)) {
+      keep_alive_ = false;
+      return RespondError(*refused);
+    }
+    if (auto length = parser_->content_length(); length && *length > limit) {
+      return Fail(413, "too_large",
+                  "the body is " + std::to_string(*length) + " bytes, over the limit of " +
+                      std::to_string(limit));
+    }
+    parser_->body_limit(limit);
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      // curl asks before sending a body over 1 KiB; without an answer it
+      // waits a second.
+      auto self = this->shared_from_this();
+      auto line = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+      asio::async_write(socket_, asio::buffer(*line),
+                        [self, line, limit](beast::error_code ec, size_t) {
+                          if (ec) return self->Close();
+                          self->ReadBody(limit);
+                        });
+      return;
+    }
+    ReadBody(limit);
+  }
+
+  void ReadBody(uint64_t limit) {
+    auto self = this->shared_from_this();
+    http::async_read(socket_, buffer_, *parser_,
+                     [self, limit](beast::error_code ec, size_t) { self->OnBody(ec, limit); });
+  }
+
+  void OnBody(beast::error_code ec, uint64_t limit) {
+    body_read_ = !ec;
+    if (ec == http::error::body_limit) {
+      return Fail(413, "too_large", "the body is over the limit of " + std::to_string(limit));
+    }
+    if (ec) return Close();
+    request_.message = parser_->release();
+    std::string target(request_.message.target());
+    size_t q = target.find('?');
+    request_.path = target.substr(0, q);
+    request_.query = q == std::string::npos ? "" : target.substr(q + 1);
+    hooks_.handle(request_, this->shared_from_this());
+  }
+
+  void Queue(std::string bytes) {
+    if (closed_) return;
+    queue_.push_back(std::move(bytes));
+    if (!writing_) WriteNext();
+  }
+
+  void WriteNext() {
+    if (queue_.empty()) {
+      writing_ = false;
+      if (stream_ended_) {
+        StopWatching();
+        if (keep_alive_) {
+          ReadHeader();
+        } else {
+          Close();
+        }
+      }
+      return;
+    }
+    writing_ = true;
+    auto self = this->shared_from_this();
+    asio::async_write(socket_, asio::buffer(queue_.front()), [self](beast::error_code ec, size_t) {
+      self->queue_.pop_front();
+      if (ec) {
+        self->Close();
+        return self->Gone();
+      }
+      self->WriteNext();
+    });
+  }
+
+  void StopWatching() {
+    if (!watching_) return;
+    watching_ = false;
+    beast::error_code ignored;
+    socket_.cancel(ignored);
+  }
+
+  void Gone() {
+    if (!gone_) return;
+    auto gone = std::move(gone_);
+    gone_ = nullptr;
+    gone();
+  }
+
+  // After answering a request whose body was not read (401, 413, 431):
+  // stop sending, and read and drop what the client is still sending
+  // (bounded) before closing, so that it gets to read the answer instead of
+  // a reset.
+  void Linger() {
+    if (closed_) return;
+    beast::error_code ignored;
+    socket_.shutdown(Socket::shutdown_send, ignored);
+    Drain(std::make_shared<std::array<char, 1 << 16>>(), uint64_t{64} << 20);
+  }
+
+  void Drain(std::shared_ptr<std::array<char, 1 << 16>> buf, uint64_t budget) {
+    auto self = this->shared_from_this();
+    socket_.async_read_some(asio::buffer(*buf),
+                            [self, buf, budget](beast::error_code ec, size_t n) {
+                              if (ec || n >= budget) return self->Close();
+                              self->Drain(buf, budget - n);
+                            });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    queue_.clear();
+    beast::error_code ignored;
+    socket_.shutdown(Socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
+  Socket socket_;
+  const HttpLimits& limits_;
+  const HttpHooks& hooks_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  Request request_;
+  bool keep_alive_ = true;
+  bool responded_ = false;
+  bool streaming_ = false;
+  bool stream_ended_ = false;
+  bool body_read_ = false;
+  bool writing_ = false;
+  bool watching_ = false;
+  bool closed_ = false;
+  std::deque<std::string> queue_;
+  std::function<void()> gone_;
+};
+
+template <typename Protocol>
+class Listener final : public std::enable_shared_from_this<Listener<Protocol>> {
+ public:
+  Listener(asio::io_context& io, const HttpLimits& limits, const HttpHooks& hooks)
+      : acceptor_(io), limits_(limits), hooks_(hooks) {}
+
+  asio::basic_socket_acceptor<Protocol>& acceptor() { return acceptor_; }
+
+  void Accept() {
+    auto self = this->shared_from_this();
+    acceptor_.async_accept([self](beast::error_code ec, typename Protocol::socket socket) {
+      if (!self->acceptor_.is_open()) return;
+      if (!ec) {
+        std::make_shared<Connection<typename Protocol::socket>>(std::move(socket), self->limits_,
+                                                                self->hooks_)
+            ->Start();
+      }
+      self->Accept();
+    });
+  }
+
+  void Stop() {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+  }
+
+ private:
+  asio::basic_socket_acceptor<Protocol> acceptor_;
+  const HttpLimits& limits_;
+  const HttpHooks& hooks_;
+};
+
+}  // namespace
+
+void Exchange::RespondJson(int status, const nlohmann::json& body, Headers headers) {
+  Respond(status, sys::JsonText(body) + "\n", "application/json", std::move(headers));
+}
+
+void Exchange::RespondError(const ApiError& error) {
+  Headers headers;
+  if (error.status == 429) headers.emplace_back("Retry-After", "1");
+  if (error.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
+  RespondJson(error.status, ToJson(error), std::move(headers));
+}
+
+struct HttpServer::Impl {
+  asio::io_context& io;
+  HttpLimits limits;
+  HttpHooks hooks;
+  std::vector<std::shared_ptr<Listener<tcp>>> tcp_listeners;
+  std::vector<std::shared_ptr<Listener<unix_socket>>> unix_listeners;
+};
+
+HttpServer::HttpServer(asio::io_context& io, HttpLimits limits, HttpHooks hooks)
+    : impl_(new Impl{io, limits, std::move(hooks), {}, {}}) {}
+
+HttpServer::~HttpServer() { StopAccepting(); }
+
+sys::Result<std::string> HttpServer::ListenTcp(const std::string& host, uint16_t port) {
+  beast::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (ec) return sys::Fail("listen: \"" + host + "\" is not an IP address", EINVAL);
+  auto listener = std::make_shared<Listener<tcp>>(impl_->io, impl_->limits, impl_->hooks);
+  auto& a = listener->acceptor();
+  tcp::endpoint endpoint(address, port);
+  a.open(endpoint.protocol(), ec);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(endpoint, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return sys::Fail("listen on " + host + ":" + std::to_string(port) + ": " + ec.message(),
+                     ec.value());
+  auto bound = a.local_endpoint();
+  listener->Accept();
+  impl_->tcp_listeners.push_back(listener);
+  std::string shown = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
+                                              : bound.address().to_string();
+  return "http://" + shown + ":" + std::to_string(bound.port());
+}
+
+sys::Result<std::string> HttpServer::ListenUnix(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return sys::Fail("listen: " + path + " exists and is not a socket", EEXIST);
+    ::unlink(path.c_str());  // a stale socket of an earlier daemon
+  }
+  auto listener = std::make_shared<Listener<unix_socket>>(impl_->io, impl_->limits, impl_->hooks);
+  auto& a = listener->acceptor();
+  beast::error_code ec;
+  unix_socket::endpoint endpoint(path);
+  a.open(endpoint.protocol(), ec);
+  if (!ec) a.bind(endpoint, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return sys::Fail("listen on unix:" + path + ": " + ec.message(), ec.value());
+  // The token still guards it; the mode keeps other users from connecting.
+  ::chmod(path.c_str(), 0600);
+  listener->Accept();
+  impl_->unix_listeners.push_back(listener);
+  return "unix:" + path;
+}
+
+void HttpServer::StopAccepting() {
+  for (auto& l : impl_->tcp_listeners) l->Stop();
+  for (auto& l : impl_->unix_listeners) l->Stop();
+}
+
+}  // namespace cordon::api

@@ -1,0 +1,86 @@
+// HTTP/1.1 on Boost.Beast: keep-alive connections on TCP or a unix socket,
+// one io_context (the daemon's loop). It knows nothing of cordon's routes:
+// hooks admit a request once its header is read (auth, body limits) and
+// handle it once its body is; a handler answers through its Exchange, at
+// once or later (a run), whole or streamed in chunks (NDJSON).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/errors.h"
+#include "sys/error.h"
+
+namespace cordon::api {
+
+namespace http = boost::beast::http;
+
+using Header = http::request_header<>;
+
+struct Request {
+  std::string id;  // X-Request-Id of the response and the logs
+  std::chrono::steady_clock::time_point received;
+  http::request<http::string_body> message;
+  std::string path;   // the target before '?', still percent-encoded
+  std::string query;  // after '?'
+};
+
+// One request in flight. Exactly one of Respond or BeginStream ... EndStream.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  // `content_length`: for HEAD, the length the body would have had.
+  virtual void Respond(int status, std::string body, std::string content_type, Headers headers = {},
+                       std::optional<uint64_t> content_length = std::nullopt) = 0;
+  virtual void BeginStream(int status, std::string content_type) = 0;
+  virtual void Stream(std::string data) = 0;
+  virtual void EndStream() = 0;
+  // `gone` runs once if the client closes its connection (or a write to it
+  // fails) before the response is complete.
+  virtual void WatchClient(std::function<void()> gone) = 0;
+
+  void RespondJson(int status, const nlohmann::json& body, Headers headers = {});
+  void RespondError(const ApiError& error);
+};
+
+struct HttpLimits {
+  uint32_t header_bytes = 16 << 10;
+  uint64_t body_bytes = 1 << 20;
+};
+
+struct HttpHooks {
+  // After the header: an error to answer at once (the connection then
+  // closes), or none, with the body limit for this request in `body_limit`.
+  std::function<std::optional<ApiError>(const Header& header, uint64_t& body_limit)> admit;
+  std::function<void(Request request, std::shared_ptr<Exchange> exchange)> handle;
+  std::function<void(const Request& request, int status)> answered;  // metrics, logs
+};
+
+class HttpServer final {
+ public:
+  HttpServer(boost::asio::io_context& io, HttpLimits limits, HttpHooks hooks);
+  ~HttpServer();
+
+  // "127.0.0.1:7419", "[::1]:0" (port 0: any): returns "http://host:port".
+  sys::Result<std::string> ListenTcp(const std::string& host, uint16_t port);
+  // A unix socket at `path` (replaced if a stale one is there): returns
+  // "unix:<path>".
+  sys::Result<std::string> ListenUnix(const std::string& path);
+  void StopAccepting();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cordon::api

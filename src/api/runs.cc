@@ -1,0 +1,133 @@
+#include "api/runs.h"
+
+#include <sys/stat.h>
+
+#include <boost/asio/post.hpp>
+#include <filesystem>
+
+#include "api/log.h"
+#include "api/requests.h"
+#include "contain/grant.h"
+#include "sys/json_text.h"
+#include "sys/random.h"
+
+namespace cordon::api {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
+  auto body = ParseObject(request.message.body());
+  if (!body) return ex->RespondError(body.error());
+  auto spec = ParseRun(*body);
+  if (!spec) return ex->RespondError(spec.error());
+  if (stopping_) {
+    return ex->RespondError(ApiError{503, "stopping", "the daemon is shutting down", "", nullptr});
+  }
+  if (runs_.size() >= options_.max_runs) {
+    return ex->RespondError(ApiError{
+        429, "over_capacity",
+        "at most " + std::to_string(options_.max_runs) + " runs may be in progress at once", "",
+        nullptr});
+  }
+  auto active = std::make_unique<Active>();
+  active->exchange = ex;
+  if (!spec->workspace) {
+    // Nothing of the daemon's own directory: a run without a workspace gets
+    // a fresh empty one, removed afterwards.
+    active->scratch = options_.state_dir + "/scratch/" + sys::RandomHex(8);
+    std::error_code ec;
+    std::filesystem::create_directories(active->scratch, ec);
+    ::chmod(active->scratch.c_str(), 0700);
+    spec->workspace = active->scratch;
+  }
+  auto grant = contain::Acquire(*spec, probe_, store_);
+  if (!grant) {
+    RemoveScratch(*active);
+    return ex->RespondError(FromSession(session::FromAdmit(grant.error())));
+  }
+  std::string accept(request.message[http::field::accept]);
+  active->streaming = accept.find("application/x-ndjson") != std::string::npos;
+  Active* run = active.get();
+  run::ExecutionOptions exec_options;
+  exec_options.verify_timeout = options_.verify_timeout;
+  exec_options.on_output = [this, run](run::StreamId id, std::string_view bytes) {
+    metrics_.bytes_captured += bytes.size();
+    if (!run->streaming) return;
+    json event = {{"type", id == run::StreamId::kStdout ? "stdout" : "stderr"},
+                  {"data", std::string(bytes)}};
+    run->exchange->Stream(sys::JsonText(event) + "\n");
+  };
+  const uint64_t id = next_++;
+  const std::string request_id = request.id;
+  auto started = Clock::now();
+  auto execution = run::Execution::Start(
+      reactor_, store_, signaller_, std::move(*grant), *spec, std::move(exec_options),
+      [this, id, request_id](run::RunResult r) { OnDone(id, request_id, std::move(r)); });
+  if (!execution) {
+    RemoveScratch(*active);
+    return ex->RespondError(ApiError{500, "internal", execution.error().message(), "", nullptr});
+  }
+  metrics_.spawn_seconds.Observe(Seconds(Clock::now() - started));
+  active->execution = std::move(*execution);
+  Log("info", "run_started",
+      {{"request_id", request.id}, {"grant_id", run->execution->grant_id()}});
+  if (run->streaming) ex->BeginStream(200, "application/x-ndjson");
+  runs_.emplace(id, std::move(active));
+  // A client that goes away cancels its run: teardown, recorded `cancelled`.
+  ex->WatchClient([this, id] {
+    auto it = runs_.find(id);
+    if (it == runs_.end() || !it->second->execution) return;
+    Log("info", "run_client_gone", {{"grant_id", it->second->execution->grant_id()}});
+    it->second->execution->Cancel();
+  });
+}
+
+void Runs::RemoveScratch(const Active& run) {
+  if (run.scratch.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(run.scratch, ec);
+}
+
+void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  Active& run = *it->second;
+  ++metrics_.runs_by_outcome[std::string(run::OutcomeName(r.outcome))];
+  metrics_.teardown_seconds.Observe(std::chrono::duration<double>(r.release.duration).count());
+  if (!r.release.dead) all_dead_ = false;
+  Log(r.release.dead ? "info" : "error", "run_finished",
+      {{"request_id", request_id},
+       {"grant_id", r.grant.id},
+       {"outcome", run::OutcomeName(r.outcome)},
+       {"dead", r.release.dead}});
+  json result = run::ToJson(r);
+  if (run.streaming) {
+    result["type"] = "result";
+    run.exchange->Stream(sys::JsonText(result) + "\n");
+    run.exchange->EndStream();
+  } else {
+    run.exchange->RespondJson(200, result);
+  }
+  RemoveScratch(run);
+  // The Execution is still on the stack: destroy it from the loop.
+  boost::asio::post(reactor_.io(), [this, id] {
+    runs_.erase(id);
+    if (runs_.empty() && drained_) {
+      auto drained = std::move(drained_);
+      drained_ = nullptr;
+      drained(all_dead_);
+    }
+  });
+}
+
+void Runs::Stop(std::function<void(bool)> drained) {
+  stopping_ = true;
+  if (runs_.empty()) return drained(all_dead_);
+  drained_ = std::move(drained);
+  for (auto& [id, run] : runs_) {
+    if (run->execution) run->execution->Cancel();
+  }
+}
+
+}  // namespace cordon::api

@@ -1,0 +1,70 @@
+// POST /v1/runs: one-shot runs on the daemon's loop. Each is a
+// run::Execution on the AsioReactor (the same pump as `cordon run`), answered
+// whole or streamed as NDJSON; a client that goes away cancels its run.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "api/asio_reactor.h"
+#include "api/http.h"
+#include "api/metrics.h"
+#include "contain/probe.h"
+#include "contain/signaller.h"
+#include "run/execution.h"
+#include "store/store.h"
+
+namespace cordon::api {
+
+struct RunsOptions {
+  std::string state_dir;  // scratch workspaces go in <state>/scratch
+  size_t max_runs = 32;
+  std::chrono::milliseconds verify_timeout{5000};
+};
+
+class Runs final {
+ public:
+  // Everything passed must outlive the Runs.
+  Runs(AsioReactor& reactor, store::Store& store, contain::Signaller& signaller,
+       const contain::Probe& probe, Metrics& metrics, RunsOptions options)
+      : reactor_(reactor),
+        store_(store),
+        signaller_(signaller),
+        probe_(probe),
+        metrics_(metrics),
+        options_(std::move(options)) {}
+
+  void Start(const Request& request, const std::shared_ptr<Exchange>& exchange);
+
+  // Cancels every run; `drained(all_dead)` once none is left.
+  void Stop(std::function<void(bool)> drained);
+  size_t active() const { return runs_.size(); }
+
+ private:
+  struct Active {
+    std::shared_ptr<Exchange> exchange;
+    std::unique_ptr<run::Execution> execution;
+    std::string scratch;  // a workspace made for the run, removed afterwards
+    bool streaming = false;
+  };
+  void OnDone(uint64_t id, const std::string& request_id, run::RunResult result);
+  static void RemoveScratch(const Active& run);
+
+  AsioReactor& reactor_;
+  store::Store& store_;
+  contain::Signaller& signaller_;
+  const contain::Probe& probe_;
+  Metrics& metrics_;
+  RunsOptions options_;
+  std::map<uint64_t, std::unique_ptr<Active>> runs_;
+  uint64_t next_ = 1;
+  bool stopping_ = false;
+  bool all_dead_ = true;
+  std::function<void(bool)> drained_;
+};
+
+}  // namespace cordon::api

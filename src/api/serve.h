@@ -1,0 +1,12 @@
+// `cordon serve`: the daemon as a process. Runs the loop until SIGTERM (or
+// SIGINT), then stops accepting, tears everything down (verified) and
+// returns 0, or 1 when some teardown could not be verified.
+#pragma once
+
+#include "api/daemon.h"
+
+namespace cordon::api {
+
+int Serve(DaemonOptions options);
+
+}  // namespace cordon::api

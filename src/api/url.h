@@ -1,0 +1,22 @@
+// The parts of a request target the routes need: path segments and the
+// query, percent-decoded.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cordon::api {
+
+// "%2F" -> "/"; a '%' not followed by two hex digits is kept as it is.
+std::string PercentDecode(std::string_view text);
+
+// "a=1&b=x%20y" -> {a: 1, b: "x y"}; a key without '=' maps to "".
+std::map<std::string, std::string> ParseQuery(std::string_view query);
+
+// "/v1/sessions/x" -> {"v1", "sessions", "x"}, still encoded (a decoded
+// "%2F" must not become a separator).
+std::vector<std::string> Segments(const std::string& path);
+
+}  // namespace cordon::api

@@ -1,0 +1,130 @@
+// cordon serve: the daemon (src/api). Parses options; everything else is the
+// library's.
+#include <memory>
+
+#include "api/serve.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/units.h"
+
+namespace cordon::cli {
+namespace {
+
+constexpr std::string_view kName = "serve";
+
+struct ServeArgs {
+  std::vector<std::string> listen;
+  bool allow_remote = false;
+  std::string state_dir, token_file, cgroup_root;
+  std::string max_body = "1M", max_header = "16K", max_file = "256M";
+  std::string max_sessions = "64", max_runs = "32";
+  std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
+  std::map<std::string, CLI::Option*> options;
+  bool Given(const std::string& name) const { return options.at(name)->count() > 0; }
+};
+
+int Execute(const ServeArgs& a) {
+  api::DaemonOptions o;
+  if (!a.listen.empty()) o.listen = a.listen;
+  o.allow_remote = a.allow_remote;
+  auto state = store::ResolveStateDir(Given(a.state_dir, a.Given("--state-dir")));
+  if (!state) {
+    PrintError(kName, state.error().message());
+    return kExitCordonFailed;
+  }
+  o.state_dir = *state;
+  if (a.Given("--token-file")) o.token_file = a.token_file;
+  if (a.Given("--cgroup-root")) {
+    if (auto problem = contain::CgroupRootProblem(a.cgroup_root)) {
+      PrintError(kName, "--cgroup-root: '" + a.cgroup_root + "' " + *problem);
+      return kExitCordonFailed;
+    }
+    o.cgroup_root = a.cgroup_root;
+  }
+  struct Numeric {
+    const char* option;
+    const std::string& text;
+    std::expected<int64_t, std::string> (*parse)(std::string_view);
+    std::function<void(int64_t)> set;
+  };
+  const Numeric numerics[] = {
+      {"--max-body", a.max_body, ParseSize, [&](int64_t v) { o.http.body_bytes = v; }},
+      {"--max-header", a.max_header, ParseSize,
+       [&](int64_t v) { o.http.header_bytes = static_cast<uint32_t>(v); }},
+      {"--max-file-size", a.max_file, ParseSize, [&](int64_t v) { o.max_file_bytes = v; }},
+      {"--max-sessions", a.max_sessions, ParseCount,
+       [&](int64_t v) { o.sessions.max_sessions = static_cast<size_t>(v); }},
+      {"--max-runs", a.max_runs, ParseCount,
+       [&](int64_t v) { o.max_runs = static_cast<size_t>(v); }},
+      {"--session-idle-ttl", a.idle_ttl, ParseDurationMs,
+       [&](int64_t v) { o.sessions.idle_ttl = std::chrono::milliseconds(v); }},
+      {"--session-max-lifetime", a.max_lifetime, ParseDurationMs,
+       [&](int64_t v) { o.sessions.max_lifetime = std::chrono::milliseconds(v); }},
+      {"--verify-timeout", a.verify_timeout, ParseDurationMs,
+       [&](int64_t v) { o.verify_timeout = std::chrono::milliseconds(v); }},
+  };
+  for (const auto& n : numerics) {
+    auto value = n.parse(n.text);
+    if (!value) {
+      PrintError(kName, std::string(n.option) + ": " + value.error());
+      return kExitCordonFailed;
+    }
+    if (*value <= 0) {
+      PrintError(kName, std::string(n.option) + ": must be positive");
+      return kExitCordonFailed;
+    }
+    if (std::string_view(n.option) == "--max-header" && *value > (1 << 20)) {
+      PrintError(kName, "--max-header: must be at most 1M");
+      return kExitCordonFailed;
+    }
+    n.set(*value);
+  }
+  return api::Serve(std::move(o));
+}
+
+}  // namespace
+
+Command AddServeCommand(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  ServeArgs& a = *args;
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Run the daemon: the HTTP API for runs, shell sessions and their files (docs/api.md). "
+      "Every request but GET /v1/health needs the token. SIGTERM stops it after tearing "
+      "everything down.");
+  auto opt = [&](const std::string& name, std::string& target, const std::string& help) {
+    a.options[name] = cmd->add_option(name, target, help);
+    return a.options[name];
+  };
+  a.options["--listen"] =
+      cmd->add_option("--listen", a.listen,
+                      "Where to listen (repeatable): HOST:PORT or unix:/path; default "
+                      "127.0.0.1:7419")
+          ->type_name("ADDR")
+          ->allow_extra_args(false);
+  a.options["--allow-remote"] = cmd->add_flag(
+      "--allow-remote", a.allow_remote,
+      "Allow a non-loopback --listen address (other machines can then reach the daemon)");
+  opt("--state-dir", a.state_dir, "As for cordon run; also holds workspaces and the token")
+      ->type_name("DIR");
+  opt("--token-file", a.token_file,
+      "Read the token from FILE (default: <state>/token, generated with mode 0600 if missing)")
+      ->type_name("FILE");
+  opt("--cgroup-root", a.cgroup_root, "As for cordon run")->type_name("PATH");
+  opt("--max-body", a.max_body, "Largest JSON body (default 1M)")->type_name("BYTES");
+  opt("--max-header", a.max_header, "Largest request header (default 16K)")->type_name("BYTES");
+  opt("--max-file-size", a.max_file, "Largest file in a workspace via the API (default 256M)")
+      ->type_name("BYTES");
+  opt("--max-sessions", a.max_sessions, "Live sessions at once (default 64)")->type_name("N");
+  opt("--max-runs", a.max_runs, "Runs in progress at once (default 32)")->type_name("N");
+  opt("--session-idle-ttl", a.idle_ttl, "Idle sessions are closed after this (default 20m)")
+      ->type_name("SEC");
+  opt("--session-max-lifetime", a.max_lifetime, "Sessions are closed after this (default 24h)")
+      ->type_name("SEC");
+  opt("--verify-timeout", a.verify_timeout,
+      "How long after SIGKILL death must be seen before a teardown is unverified (default 5)")
+      ->type_name("SEC");
+  return Command{cmd, [args] { return Execute(*args); }};
+}
+
+}  // namespace cordon::cli

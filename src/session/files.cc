@@ -1,0 +1,295 @@
+#include "session/files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+
+#include "closure/sha256.h"
+#include "session/framing.h"
+#include "sys/beneath.h"
+
+namespace cordon::session {
+namespace {
+
+using Kind = Error::Kind;
+
+std::pair<std::string, std::string> SplitParent(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// A failed resolution or operation, as the API reports it.
+Error FromSys(const sys::Error& e, const std::string& path) {
+  switch (e.errno_value()) {
+    case EXDEV:
+    case ELOOP:
+      return Error{Kind::kForbidden,
+                   path +
+                       ": leads outside the workspace (through \"..\", an absolute or "
+                       "escaping symbolic link, or a magic link)",
+                   "path", nullptr};
+    case ENOENT:
+      return Error{Kind::kNotFound, path + ": no such file or directory", "path", nullptr};
+    case ENOTDIR:
+      return Error{Kind::kNotFound, path + ": a component on the way is not a directory", "path",
+                   nullptr};
+    case EISDIR:
+      return Error{Kind::kConflict, path + ": is a directory", "path", nullptr};
+    case ENOTEMPTY:
+      return Error{Kind::kConflict, path + ": the directory is not empty", "path", nullptr};
+    case EEXIST:
+      return Error{Kind::kConflict, path + ": already exists and is not a directory", "path",
+                   nullptr};
+  }
+  return Error{Kind::kInternal, path + ": " + e.message(), "", nullptr};
+}
+
+Outcome<sys::UniqueFd> Open(int workspace_fd, const std::string& path, int flags, mode_t mode = 0) {
+  auto fd = sys::OpenBeneath(workspace_fd, path, flags, mode);
+  if (!fd) return std::unexpected(FromSys(fd.error(), path));
+  return std::move(*fd);
+}
+
+// mkdir -p of `dir` beneath the workspace, each step resolved beneath it.
+Outcome<sys::UniqueFd> MakeParents(int workspace_fd, const std::string& dir) {
+  if (dir == ".") return Open(workspace_fd, ".", O_PATH | O_DIRECTORY);
+  size_t start = 0;
+  while (true) {
+    size_t slash = dir.find('/', start);
+    std::string so_far = dir.substr(0, slash);
+    auto [parent, name] = SplitParent(so_far);
+    CORDON_ASSIGN_OR_RETURN(sys::UniqueFd parent_fd,
+                            Open(workspace_fd, parent, O_PATH | O_DIRECTORY));
+    if (::mkdirat(parent_fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+      return std::unexpected(FromSys(sys::Error::FromErrno("mkdirat(\"" + so_far + "\")"), so_far));
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return Open(workspace_fd, dir, O_PATH | O_DIRECTORY);
+}
+
+Outcome<struct stat> Stat(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return std::unexpected(FromSys(sys::Error::FromErrno("fstat(\"" + path + "\")"), path));
+  }
+  return st;
+}
+
+int64_t MtimeMs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+// Reads `fd` from 0 to EOF in chunks, hashing it, keeping the bytes in
+// `body` when given.
+Outcome<std::string> HashFile(int fd, const std::string& path, std::string* body) {
+  auto internal = [&](const sys::Error& e) {
+    return std::unexpected(Error{Kind::kInternal, path + ": " + e.message(), "", nullptr});
+  };
+  auto hash = closure::Sha256::Create();
+  if (!hash) return internal(hash.error());
+  std::string buf(1 << 16, '\0');
+  off_t at = 0;
+  while (true) {
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return internal(sys::Error::FromErrno("pread"));
+    if (n == 0) break;
+    std::string_view chunk(buf.data(), static_cast<size_t>(n));
+    if (auto u = hash->Update(chunk); !u) return internal(u.error());
+    if (body) body->append(chunk);
+    at += n;
+  }
+  auto hex = hash->FinishHex();
+  if (!hex) return internal(hex.error());
+  return *hex;
+}
+
+Outcome<void> WriteAllAt(int fd, std::string_view bytes, off_t at, const std::string& path) {
+  while (!bytes.empty()) {
+    ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+        return std::unexpected(
+            Error{Kind::kTooLarge, path + ": " + sys::Error("write", err).message(), "", nullptr});
+      }
+      return std::unexpected(FromSys(sys::Error("pwrite", err), path));
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+    at += n;
+  }
+  return {};
+}
+
+Error Mismatch(const std::string& path, const std::string& want, const std::string& got,
+               bool removed) {
+  return Error{Kind::kIntegrity,
+               path + ": X-Content-SHA256 does not match: expected " + want + ", the content has " +
+                   got + (removed ? "; the file was removed" : "; nothing was written"),
+               "X-Content-SHA256",
+               {{"expected_sha256", want}, {"actual_sha256", got}}};
+}
+
+Outcome<FileInfo> Replace(int workspace_fd, const PutRequest& r, std::string_view body) {
+  if (body.size() > r.max_bytes) {
+    return Failure(Kind::kTooLarge, r.path + ": " + std::to_string(body.size()) +
+                                        " bytes is over the maximum file size of " +
+                                        std::to_string(r.max_bytes));
+  }
+  auto digest = closure::Sha256Hex(body);
+  if (!digest) return Failure(Kind::kInternal, digest.error().message());
+  if (r.sha256 && *r.sha256 != *digest)
+    return std::unexpected(Mismatch(r.path, *r.sha256, *digest, false));
+  auto [dir, name] = SplitParent(r.path);
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd parent, MakeParents(workspace_fd, dir));
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd dir_fd, Open(parent.get(), ".", O_RDONLY | O_DIRECTORY));
+  const std::string temp = ".cordon-upload-" + NewNonce();
+  auto fd = sys::OpenAt(dir_fd.get(), temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  if (!fd) return std::unexpected(FromSys(fd.error(), r.path));
+  auto written = WriteAllAt(fd->get(), body, 0, r.path);
+  if (written && ::renameat(dir_fd.get(), temp.c_str(), dir_fd.get(), name.c_str()) != 0) {
+    written = std::unexpected(FromSys(sys::Error::FromErrno("renameat"), r.path));
+  }
+  if (!written) {
+    ::unlinkat(dir_fd.get(), temp.c_str(), 0);
+    return std::unexpected(written.error());
+  }
+  CORDON_ASSIGN_OR_RETURN(struct stat st, Stat(fd->get(), r.path));
+  return FileInfo{static_cast<uint64_t>(st.st_size), *digest, MtimeMs(st)};
+}
+
+Outcome<FileInfo> Append(int workspace_fd, const PutRequest& r, std::string_view body) {
+  const uint64_t offset = *r.offset;
+  if (offset + body.size() > r.max_bytes) {
+    return Failure(Kind::kTooLarge, r.path + ": " + std::to_string(offset + body.size()) +
+                                        " bytes would be over the maximum file size of " +
+                                        std::to_string(r.max_bytes));
+  }
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd,
+                          Open(workspace_fd, r.path, O_RDWR | O_NONBLOCK | O_NOCTTY));
+  CORDON_ASSIGN_OR_RETURN(struct stat st, Stat(fd.get(), r.path));
+  if (!S_ISREG(st.st_mode))
+    return Failure(Kind::kConflict, r.path + ": not a regular file", "path");
+  if (static_cast<uint64_t>(st.st_size) != offset) {
+    return Failure(Kind::kConflict,
+                   r.path + ": offset " + std::to_string(offset) + " is not the end of the file (" +
+                       std::to_string(st.st_size) + " bytes): chunks must be sent in order",
+                   "offset");
+  }
+  CORDON_RETURN_IF_ERROR(WriteAllAt(fd.get(), body, static_cast<off_t>(offset), r.path));
+  CORDON_ASSIGN_OR_RETURN(std::string digest, HashFile(fd.get(), r.path, nullptr));
+  if (r.sha256 && *r.sha256 != digest) {
+    auto [dir, name] = SplitParent(r.path);
+    if (auto parent = Open(workspace_fd, dir, O_PATH | O_DIRECTORY)) {
+      ::unlinkat(parent->get(), name.c_str(), 0);
+    }
+    return std::unexpected(Mismatch(r.path, *r.sha256, digest, true));
+  }
+  CORDON_ASSIGN_OR_RETURN(st, Stat(fd.get(), r.path));
+  return FileInfo{static_cast<uint64_t>(st.st_size), digest, MtimeMs(st)};
+}
+
+}  // namespace
+
+std::optional<Error> CheckRelativePath(std::string_view path, const std::string& field) {
+  auto bad = [&](const std::string& why) {
+    return Error{Kind::kInvalid, "path \"" + std::string(path) + "\" " + why, field, nullptr};
+  };
+  if (path.empty()) return bad("is empty");
+  if (path.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
+  if (path.front() == '/') return bad("is absolute: paths are relative to the workspace");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = std::min(path.find('/', start), path.size());
+    std::string_view part = path.substr(start, end - start);
+    if (part == "..") return bad("climbs out with \"..\"");
+    if (part.empty() || part == ".") return bad("has an empty or \".\" component");
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+Outcome<FileInfo> PutFile(int workspace_fd, const PutRequest& request, std::string_view body) {
+  if (auto bad = CheckRelativePath(request.path, "path")) return std::unexpected(*bad);
+  if (request.sha256 && !closure::IsSha256Hex(*request.sha256)) {
+    return Failure(Kind::kInvalid, "X-Content-SHA256 must be 64 lowercase hex digits",
+                   "X-Content-SHA256");
+  }
+  if (!request.offset || *request.offset == 0) return Replace(workspace_fd, request, body);
+  return Append(workspace_fd, request, body);
+}
+
+Outcome<FileContent> GetFile(int workspace_fd, const std::string& path, bool body,
+                             uint64_t max_bytes) {
+  if (auto bad = CheckRelativePath(path, "path")) return std::unexpected(*bad);
+  // O_NONBLOCK: a FIFO planted in the workspace must not hang the daemon.
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd,
+                          Open(workspace_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY));
+  CORDON_ASSIGN_OR_RETURN(struct stat st, Stat(fd.get(), path));
+  if (S_ISDIR(st.st_mode)) {
+    return Failure(Kind::kConflict, path + ": is a directory (list it with ?dir=)", "path");
+  }
+  if (!S_ISREG(st.st_mode)) return Failure(Kind::kConflict, path + ": not a regular file", "path");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return Failure(Kind::kTooLarge, path + ": " + std::to_string(st.st_size) +
+                                        " bytes is over the maximum file size of " +
+                                        std::to_string(max_bytes));
+  }
+  FileContent content;
+  CORDON_ASSIGN_OR_RETURN(content.info.sha256,
+                          HashFile(fd.get(), path, body ? &content.body : nullptr));
+  CORDON_ASSIGN_OR_RETURN(st, Stat(fd.get(), path));
+  content.info.size = body ? content.body.size() : static_cast<uint64_t>(st.st_size);
+  content.info.mtime_ms = MtimeMs(st);
+  return content;
+}
+
+Outcome<void> DeleteFile(int workspace_fd, const std::string& path) {
+  if (auto bad = CheckRelativePath(path, "path")) return std::unexpected(*bad);
+  auto [dir, name] = SplitParent(path);
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd parent, Open(workspace_fd, dir, O_PATH | O_DIRECTORY));
+  if (::unlinkat(parent.get(), name.c_str(), 0) == 0) return {};
+  if (errno == EISDIR && ::unlinkat(parent.get(), name.c_str(), AT_REMOVEDIR) == 0) return {};
+  return std::unexpected(FromSys(sys::Error::FromErrno("unlinkat(\"" + path + "\")"), path));
+}
+
+Outcome<nlohmann::json> ListFiles(int workspace_fd, const std::string& dir) {
+  std::string path = dir.empty() ? "." : dir;
+  if (path != ".") {
+    if (auto bad = CheckRelativePath(path, "dir")) return std::unexpected(*bad);
+  }
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, Open(workspace_fd, path, O_RDONLY | O_DIRECTORY));
+  using DirPtr = std::unique_ptr<DIR, decltype([](DIR* d) { ::closedir(d); })>;
+  DirPtr d(::fdopendir(fd.get()));
+  if (!d) return std::unexpected(FromSys(sys::Error::FromErrno("fdopendir"), path));
+  fd.release();  // owned by `d` now
+  std::vector<nlohmann::json> entries;
+  while (const struct dirent* e = ::readdir(d.get())) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const char* type = S_ISREG(st.st_mode)   ? "file"
+                       : S_ISDIR(st.st_mode) ? "directory"
+                       : S_ISLNK(st.st_mode) ? "symlink"
+                                             : "other";
+    entries.push_back({{"name", name},
+                       {"type", type},
+                       {"size", static_cast<uint64_t>(st.st_size)},
+                       {"mtime_ms", MtimeMs(st)}});
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a["name"] < b["name"]; });
+  return nlohmann::json(entries);
+}
+
+}  // namespace cordon::session

@@ -1,0 +1,105 @@
+#include "session/framing.h"
+
+#include <charconv>
+
+#include "sys/random.h"
+
+namespace cordon::session {
+namespace {
+
+bool Safe(unsigned char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  switch (c) {
+    case ' ':
+    case '_':
+    case '.':
+    case '/':
+    case ',':
+    case ':':
+    case '=':
+    case '+':
+    case '@':
+    case '%':
+    case '^':
+    case '-':
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string AnsiCQuote(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "$'";
+  out.reserve(bytes.size() + 3);
+  for (char ch : bytes) {
+    auto c = static_cast<unsigned char>(ch);
+    if (Safe(c)) {
+      out.push_back(ch);
+    } else {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  out.push_back('\'');
+  return out;
+}
+
+std::string NewNonce() { return "cordon-end-" + sys::RandomHex(16); }
+
+std::string MarkerLine(const std::string& nonce) {
+  return "builtin printf '%s %d\\n' " + nonce + " \"$?\"; builtin printf '%s\\n' " + nonce +
+         " >&2\n";
+}
+
+void FrameReader::Expect(std::string nonce, bool with_status) {
+  nonce_ = std::move(nonce);
+  with_status_ = with_status;
+  done_ = false;
+  status_.reset();
+  pending_.clear();
+}
+
+void FrameReader::Reset() {
+  nonce_.clear();
+  done_ = false;
+  pending_.clear();
+}
+
+bool FrameReader::Feed(std::string_view chunk, const std::function<void(std::string_view)>& out) {
+  if (nonce_.empty() || done_) return done_;
+  pending_.append(chunk);
+  size_t at = pending_.find(nonce_);
+  if (at == std::string::npos) {
+    // Keep back a tail that may be the start of the marker.
+    size_t keep = std::min(pending_.size(), nonce_.size() - 1);
+    out(std::string_view(pending_).substr(0, pending_.size() - keep));
+    pending_.erase(0, pending_.size() - keep);
+    return false;
+  }
+  out(std::string_view(pending_).substr(0, at));
+  pending_.erase(0, at);
+  size_t end = pending_.find('\n', nonce_.size());
+  if (end == std::string::npos) return false;  // the rest of the marker line is still coming
+  if (with_status_) {
+    // "<nonce> <status>"
+    std::string_view digits = std::string_view(pending_).substr(nonce_.size());
+    digits = digits.substr(0, end - nonce_.size());
+    if (!digits.empty() && digits.front() == ' ') digits.remove_prefix(1);
+    int value = 0;
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (ec == std::errc()) status_ = value;
+  }
+  pending_.clear();
+  done_ = true;
+  return true;
+}
+
+void FrameReader::Flush(const std::function<void(std::string_view)>& out) {
+  if (!nonce_.empty() && !done_ && !pending_.empty()) out(pending_);
+  pending_.clear();
+}
+
+}  // namespace cordon::session

@@ -1,0 +1,606 @@
+#include "session/sessions.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+
+#include "contain/grant.h"
+#include "contain/mounts.h"
+#include "contain/reap.h"
+#include "session/workspace.h"
+#include "sys/random.h"
+
+namespace cordon::session {
+namespace {
+
+using Kind = Error::Kind;
+using Clock = std::chrono::steady_clock;
+
+// Quoted, a command takes up to 4 bytes per byte on the shell's 1 MiB
+// command pipe, and it must fit in one write.
+constexpr size_t kMaxCommandBytes = 200 << 10;
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+std::string NewSessionId() { return "s-" + sys::RandomHex(8); }
+
+// The declared environment plus the fixed allowlist, and nothing of the
+// daemon's own (DESIGN.md §1.3): what a caller declares wins.
+void AddAllowlist(contain::Spec& spec, const std::string& workspace) {
+  // Inside a sandbox the workspace is at /workspace.
+  const std::string home = spec.isolation.enabled() ? contain::kSandboxWorkspace : workspace;
+  auto has = [&](const std::string& name) {
+    return std::any_of(spec.env.begin(), spec.env.end(),
+                       [&](const auto& e) { return e.first == name; });
+  };
+  const std::pair<const char*, std::string> allowlist[] = {
+      {"PATH", kDefaultPath}, {"HOME", home}, {"LANG", "C.UTF-8"}, {"TERM", "dumb"}};
+  for (const auto& [name, value] : allowlist) {
+    if (!has(name)) spec.env.emplace_back(name, value);
+  }
+}
+
+nlohmann::json Survivors(const contain::Release& r) {
+  return {
+      {"message", "teardown could not be verified: " +
+                      (r.problem.empty() ? std::string("processes are still alive") : r.problem)},
+      {"survivors", r.survivors}};
+}
+
+}  // namespace
+
+sys::Result<std::unique_ptr<Sessions>> Sessions::Create(sys::Reactor& reactor, store::Store& store,
+                                                        contain::Signaller& signaller,
+                                                        const contain::Probe& probe,
+                                                        SessionOptions options, Observer observer) {
+  std::unique_ptr<Sessions> s(
+      new Sessions(reactor, store, signaller, probe, std::move(options), std::move(observer)));
+  CORDON_ASSIGN_OR_RETURN(s->tick_, Alarm::Create(reactor));
+  Sessions* self = s.get();
+  s->tick_->Set(s->options_.tick, [self] { self->Tick(); });
+  return s;
+}
+
+Sessions::~Sessions() = default;
+
+Sessions::Session* Sessions::Find(const std::string& id) {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+Sessions::Session* Sessions::Current(const std::string& id, int64_t generation) {
+  Session* s = Find(id);
+  return s && s->generation == generation ? s : nullptr;
+}
+
+nlohmann::json Sessions::View(const Session& s) const {
+  std::string state = s.state;
+  if (state == "ready" && s.shell && s.shell->running()) state = "busy";
+  return {{"id", s.id},
+          {"kind", "shell"},
+          {"state", state},
+          {"generation", s.generation},
+          {"workspace", WorkspacePath(options_.state_dir, s.id)},
+          {"grant_id", s.grant_id.empty() ? nlohmann::json() : nlohmann::json(s.grant_id)},
+          {"queued", s.queue.size()},
+          {"ttl_s", s.ttl_ms / 1000},
+          {"created_at_ms", s.created_at_ms},
+          {"spec", s.summary},
+          {"problem", s.problem}};
+}
+
+void Sessions::Record(Session& s) {
+  store::SessionRecord r;
+  r.id = s.id;
+  r.generation = s.generation;
+  r.state = s.state;
+  r.workspace = WorkspacePath(options_.state_dir, s.id);
+  r.grant_id = s.grant_id;
+  r.spec = s.summary;
+  r.problem = s.problem;
+  r.created_at_ms = s.created_at_ms;
+  r.updated_at_ms = store::NowMs();
+  if (auto put = store_.PutSession(r); !put) {
+    Log("store_error", s, {{"error", put.error().message()}});
+  }
+}
+
+void Sessions::Log(const std::string& event, const Session& s, nlohmann::json fields) {
+  if (!observer_.log) return;
+  if (!fields.is_object()) fields = nlohmann::json::object();
+  fields["session_id"] = s.id;
+  fields["generation"] = s.generation;
+  fields["state"] = s.state;
+  observer_.log(event, fields);
+}
+
+size_t Sessions::live() const {
+  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(), [](const auto& e) {
+    const std::string& st = e.second->state;
+    return st == "starting" || st == "ready" || st == "busy";
+  }));
+}
+
+size_t Sessions::quarantined() const {
+  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(), [](const auto& e) {
+    return e.second->state == "quarantined";
+  }));
+}
+
+sys::Result<void> Sessions::Recover() {
+  CORDON_ASSIGN_OR_RETURN(std::vector<store::SessionRecord> records, store_.ListSessions());
+  for (const auto& r : records) {
+    auto s = std::make_unique<Session>();
+    s->id = r.id;
+    s->generation = r.generation;
+    s->state = r.state;
+    s->grant_id = r.grant_id;
+    s->summary = r.spec;
+    s->problem = r.problem;
+    s->created_at_ms = r.created_at_ms;
+    s->born = s->last_used = Clock::now();
+    if (r.state == "starting" || r.state == "ready" || r.state == "busy") {
+      s->state = "lost";
+      s->problem = {{"message",
+                     "the daemon stopped without closing the session; its processes "
+                     "were reaped at restart and its workspace kept"}};
+      Record(*s);
+      Log("session_lost", *s);
+    } else if (r.state == "quarantined") {
+      auto grant = store_.GetGrant(r.grant_id);
+      if (grant && (!*grant || (*grant)->state == "released")) {
+        s->state = "closed";
+        s->problem = nullptr;
+        Record(*s);
+      }
+    }
+    sessions_.emplace(r.id, std::move(s));
+  }
+  return {};
+}
+
+std::optional<Error> Sessions::StartShell(Session& s) {
+  const std::string id = s.id;
+  const int64_t generation = s.generation;
+  Shell::Events events;
+  events.ready = [this, id, generation] { OnReady(id, generation); };
+  events.ended = [this, id, generation](Shell::Ended ended) {
+    OnEnded(id, generation, std::move(ended));
+  };
+  s.starting_since = Clock::now();
+  auto shell = Shell::Start(reactor_, store_, signaller_, probe_, s.spec, options_.verify_timeout,
+                            std::move(events));
+  if (!shell) return FromAdmit(shell.error());
+  s.shell = std::move(*shell);
+  s.grant_id = s.shell->grant_id();
+  s.state = "starting";
+  s.problem = nullptr;
+  Record(s);
+  return std::nullopt;
+}
+
+void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<Created>)> done) {
+  std::string id = request.id.value_or(NewSessionId());
+  if (!ValidSessionId(id)) {
+    return done(Failure(Kind::kInvalid, "id must match ^[A-Za-z0-9_-]{1,64}$", "id"));
+  }
+  Session* s = Find(id);
+  if (s) {
+    if (s->closing) {
+      return done(Failure(Kind::kConflict, "session " + id + " is being closed; try again", "id"));
+    }
+    if (s->state == "starting") {
+      s->create_waiters.push_back(std::move(done));  // one runtime for concurrent creates
+      return;
+    }
+    if (s->state == "ready" || s->state == "busy") return done(Created{View(*s), false});
+    if (s->state == "quarantined") {
+      Retry(*s);
+      return done(Failure(Kind::kConflict,
+                          "session " + id +
+                              " is quarantined: the teardown of its previous runtime could not "
+                              "be verified; it is retried in the background",
+                          "id", s->problem));
+    }
+  }
+  if (live() >= options_.max_sessions) {
+    return done(Failure(Kind::kOverCapacity, "at most " + std::to_string(options_.max_sessions) +
+                                                 " sessions may be live at once"));
+  }
+  // Validate before touching anything (the workspace is checked for real
+  // when the shell is admitted).
+  contain::Spec spec = std::move(request.spec);
+  spec.workspace = options_.state_dir;
+  spec.argv = {"/bin/bash"};
+  if (auto invalid = contain::Validate(spec)) {
+    return done(Failure(Kind::kInvalid, invalid->message(), invalid->field));
+  }
+  bool reuse = s && s->state == "lost" && !request.fresh_workspace;
+  if (auto prepared = PrepareWorkspace(options_.state_dir, id, !reuse); !prepared) {
+    return done(
+        Failure(Kind::kInternal, "cannot prepare the workspace: " + prepared.error().message()));
+  }
+  const std::string workspace = WorkspacePath(options_.state_dir, id);
+  spec.workspace = workspace;
+  spec.owner = "session:" + id;
+  AddAllowlist(spec, workspace);
+
+  auto fresh = std::make_unique<Session>();
+  fresh->id = id;
+  fresh->generation = s ? s->generation + 1 : 1;
+  fresh->spec = std::move(spec);
+  fresh->ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
+  fresh->summary = contain::SpecSummary(fresh->spec);
+  fresh->summary.erase("argv");  // the shell's, not asked for
+  fresh->summary.erase("stdin_bytes");
+  fresh->summary["workspace_reused"] = reuse;
+  fresh->created_at_ms = store::NowMs();
+  fresh->born = fresh->last_used = Clock::now();
+  Session& session = *fresh;
+  std::unique_ptr<Session> previous;
+  if (s) previous = std::move(sessions_[id]);
+  sessions_[id] = std::move(fresh);
+  if (auto failed = StartShell(session)) {
+    // Nothing started: the id keeps its previous state.
+    if (previous) {
+      sessions_[id] = std::move(previous);
+    } else {
+      sessions_.erase(id);
+    }
+    return done(std::unexpected(*failed));
+  }
+  Log("session_starting", session, {{"workspace_reused", reuse}});
+  session.create_waiters.push_back(std::move(done));
+}
+
+void Sessions::OnReady(const std::string& id, int64_t generation) {
+  Session* s = Current(id, generation);
+  if (!s) return;
+  s->state = "ready";
+  s->last_used = Clock::now();
+  Record(*s);
+  auto took =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - s->starting_since);
+  if (observer_.ready) observer_.ready(took);
+  Log("session_ready", *s, {{"ready_us", took.count()}});
+  auto waiters = std::move(s->create_waiters);
+  s->create_waiters.clear();
+  for (size_t i = 0; i < waiters.size(); ++i) waiters[i](Created{View(*s), i == 0});
+  Pump(*s);
+}
+
+void Sessions::Pump(Session& s) {
+  while (s.shell && s.shell->ready() && !s.queue.empty()) {
+    Pending p = std::move(s.queue.front());
+    s.queue.pop_front();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
+    if (left.count() <= 0) {
+      // Its deadline passed while it waited its turn: it never ran.
+      ExecResult never;
+      never.timed_out = true;
+      p.done(never);
+      continue;
+    }
+    ExecRequest request;
+    request.command = std::move(p.call.command);
+    request.timeout = left;
+    request.stdin_bytes = std::move(p.call.stdin_bytes);
+    request.output_limit = static_cast<size_t>(s.spec.limits.output_limit_bytes);
+    request.grace = std::chrono::milliseconds(s.spec.limits.grace_ms);
+    const std::string id = s.id;
+    const int64_t generation = s.generation;
+    s.shell->Exec(std::move(request),
+                  [this, id, generation, done = std::move(p.done)](ExecResult result) {
+                    done(std::move(result));
+                    if (Session* current = Current(id, generation)) {
+                      current->last_used = Clock::now();
+                      Pump(*current);
+                    }
+                  });
+  }
+}
+
+void Sessions::FailQueue(Session& s, const Error& error) {
+  auto queue = std::move(s.queue);
+  s.queue.clear();
+  for (auto& p : queue) p.done(std::unexpected(error));
+  auto waiters = std::move(s.create_waiters);
+  s.create_waiters.clear();
+  for (auto& w : waiters) w(std::unexpected(error));
+}
+
+void Sessions::OnEnded(const std::string& id, int64_t generation, Shell::Ended ended) {
+  Session* s = Current(id, generation);
+  if (!s) return;
+  const contain::Release& release = ended.run.release;
+  if (observer_.released) observer_.released(release);
+  const bool was_starting = s->state == "starting";
+  auto finish_exec = [&](bool invalidated, bool restarted) {
+    if (!ended.exec_done) return;
+    ended.exec->invalidated = invalidated;
+    ended.exec->shell_restarted = restarted;
+    std::function<void(ExecResult)> done = std::move(ended.exec_done);
+    done(std::move(*ended.exec));
+  };
+
+  if (!release.dead) {
+    finish_exec(true, false);
+    Quarantine(*s, release);
+    return;
+  }
+  // The shell is gone and verified dead: it can be destroyed (later).
+  retired_.push_back(std::move(s->shell));
+  if (s->closing) {
+    finish_exec(true, false);
+    Close(*s);
+    return;
+  }
+  if (ended.end == Shell::End::kExited && ended.exec && !was_starting) {
+    // The command ended the shell (`exit 7`): a fresh one, same workspace.
+    Log("shell_restarted", *s, {{"exit_code", ended.run.exit_code.value_or(-1)}});
+    finish_exec(false, true);
+    if (auto failed = StartShell(*s)) {
+      s->state = "invalidated";
+      s->problem = {{"message", "the shell could not be restarted: " + failed->message}};
+      Record(*s);
+      FailQueue(*s, Error{Kind::kConflict, "session " + id + " is invalidated", "", s->problem});
+    }
+    return;
+  }
+  finish_exec(true, false);
+  s->state = "invalidated";
+  std::string why = ended.end == Shell::End::kInvalidated
+                        ? "the shell did not come back within the grace after SIGINT at the "
+                          "deadline; its tree was torn down"
+                    : was_starting ? "the shell exited during startup"
+                                   : "the shell died between executions";
+  s->problem = {{"message", why}};
+  Record(*s);
+  Log("session_invalidated", *s, {{"why", why}});
+  Error error{
+      was_starting ? Kind::kInternal : Kind::kConflict,
+      "session " + id + " is invalidated: " + why + "; create it again for a new generation", "",
+      nullptr};
+  FailQueue(*s, error);
+}
+
+void Sessions::Quarantine(Session& s, const contain::Release& release) {
+  s.state = "quarantined";
+  s.problem = Survivors(release);
+  Record(s);
+  Log("session_quarantined", s, {{"survivors", release.survivors}, {"problem", release.problem}});
+  Error error{Kind::kConflict,
+              "session " + s.id + " is quarantined: " + s.problem["message"].get<std::string>(), "",
+              s.problem};
+  FailQueue(s, error);
+  auto waiters = std::move(s.delete_waiters);
+  s.delete_waiters.clear();
+  for (auto& w : waiters) w(std::unexpected(error));
+  s.closing = false;
+  if (stopping_) {
+    shutdown_all_dead_ = false;
+    MaybeFinishShutdown();
+  }
+}
+
+void Sessions::Close(Session& s) {
+  s.closing = false;
+  s.state = "closed";
+  s.grant_id.clear();
+  if (!s.keep_workspace) {
+    if (auto removed = RemoveWorkspace(options_.state_dir, s.id); !removed) {
+      s.problem = {{"message", "the workspace could not be removed: " + removed.error().message()}};
+    }
+  }
+  Record(s);
+  Log("session_closed", s, {{"workspace_kept", s.keep_workspace}});
+  FailQueue(s, Error{Kind::kConflict, "session " + s.id + " was closed", "", nullptr});
+  auto waiters = std::move(s.delete_waiters);
+  s.delete_waiters.clear();
+  for (auto& w : waiters) w(View(s));
+  MaybeFinishShutdown();
+}
+
+// One more attempt at the teardown of a quarantined session's tree.
+void Sessions::Retry(Session& s) {
+  if (s.state != "quarantined" || s.retrying) return;
+  const std::string id = s.id;
+  const int64_t generation = s.generation;
+  auto resolved = [this, id, generation](const contain::Release& release) {
+    Session* s = Current(id, generation);
+    if (!s) return;
+    s->retrying = false;
+    if (observer_.released) observer_.released(release);
+    if (!release.dead) {
+      s->problem = Survivors(release);
+      return;
+    }
+    if (s->shell) retired_.push_back(std::move(s->shell));
+    s->problem = nullptr;
+    Log("quarantine_resolved", *s);
+    Close(*s);
+  };
+  s.retrying = true;
+  if (s.shell) {
+    s.shell->RetryRelease(std::move(resolved));
+    return;
+  }
+  // Quarantined by an earlier daemon: that daemon is gone, so the grant is
+  // an orphan and contain::Reap applies, with its identity checks.
+  contain::ReapOptions reap;
+  reap.grant_id = s.grant_id;
+  reap.verify_timeout = options_.verify_timeout;
+  auto reports = contain::Reap(store_, signaller_, reap);
+  contain::Release release;
+  if (reports && !reports->empty()) {
+    release = reports->front().release;
+    release.dead = reports->front().action != "survivors";
+  } else if (reports) {
+    release.dead = true;  // nothing active is left under that grant
+  } else {
+    release.problem = reports.error().message();
+  }
+  resolved(release);
+}
+
+std::optional<Error> Sessions::Unusable(Session& s) {
+  if (s.closing) return Error{Kind::kConflict, "session " + s.id + " is being closed", "", nullptr};
+  if (s.state == "quarantined") {
+    Retry(s);
+    if (s.state == "quarantined") {
+      return Error{
+          Kind::kConflict,
+          "session " + s.id + " is quarantined: " + s.problem.value("message", std::string()), "",
+          s.problem};
+    }
+  }
+  if (s.state == "invalidated") {
+    return Error{Kind::kConflict,
+                 "session " + s.id + " is invalidated (" +
+                     s.problem.value("message", std::string("its runtime was torn down")) +
+                     "); create it again to start a new generation with a fresh workspace",
+                 "", nullptr};
+  }
+  if (s.state == "lost") {
+    return Error{Kind::kConflict,
+                 "session " + s.id +
+                     " was lost when the daemon stopped; create it again to start a new "
+                     "generation in the same workspace",
+                 "", nullptr};
+  }
+  if (s.state == "closed")
+    return Error{Kind::kConflict, "session " + s.id + " is closed", "", nullptr};
+  return std::nullopt;
+}
+
+nlohmann::json Sessions::List() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [id, s] : sessions_) out.push_back(View(*s));
+  return out;
+}
+
+Outcome<nlohmann::json> Sessions::Get(const std::string& id) {
+  Session* s = Find(id);
+  if (!s) return Failure(Kind::kNotFound, "no session " + id);
+  Retry(*s);  // touching a quarantined id retries its teardown
+  return View(*s);
+}
+
+void Sessions::Delete(const std::string& id, bool keep_workspace,
+                      std::function<void(Outcome<nlohmann::json>)> done) {
+  Session* s = Find(id);
+  if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
+  if (s->state == "quarantined") {
+    if (auto e = Unusable(*s)) return done(std::unexpected(*e));
+  }
+  if (s->closing || (s->shell && s->state != "quarantined" && s->state != "closed")) {
+    s->delete_waiters.push_back(std::move(done));
+    if (!s->closing) {
+      s->closing = true;
+      s->keep_workspace = keep_workspace;
+      Log("session_deleting", *s);
+      s->shell->Kill();
+    }
+    return;
+  }
+  // closed, invalidated or lost: no process is left; only the workspace.
+  s->keep_workspace = keep_workspace;
+  s->delete_waiters.push_back(std::move(done));
+  Close(*s);
+}
+
+void Sessions::Exec(const std::string& id, ExecCall call,
+                    std::function<void(Outcome<ExecResult>)> done) {
+  Session* s = Find(id);
+  if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
+  if (auto e = Unusable(*s)) return done(std::unexpected(*e));
+  if (call.command.find('\0') != std::string::npos) {
+    return done(Failure(Kind::kInvalid, "contains a NUL byte", "command"));
+  }
+  if (call.stdin_bytes && call.stdin_bytes->find('\0') != std::string::npos) {
+    return done(Failure(Kind::kInvalid, "contains a NUL byte (a shell cannot pass it)", "stdin"));
+  }
+  if (call.command.size() + call.stdin_bytes.value_or("").size() > kMaxCommandBytes) {
+    return done(Failure(Kind::kTooLarge,
+                        "command and stdin together are over " + std::to_string(kMaxCommandBytes) +
+                            " bytes; put data in the workspace with the files API",
+                        "command"));
+  }
+  int64_t timeout_ms = call.timeout_ms.value_or(
+      s->spec.limits.timeout_ms.value_or(options_.default_exec_timeout_ms));
+  s->last_used = Clock::now();
+  s->queue.push_back(Pending{std::move(call), Clock::now() + std::chrono::milliseconds(timeout_ms),
+                             std::move(done)});
+  Pump(*s);
+}
+
+Outcome<bool> Sessions::Interrupt(const std::string& id) {
+  Session* s = Find(id);
+  if (!s) return Failure(Kind::kNotFound, "no session " + id);
+  if (auto e = Unusable(*s)) return std::unexpected(*e);
+  return s->shell && s->shell->Interrupt();
+}
+
+Outcome<sys::UniqueFd> Sessions::Workspace(const std::string& id) {
+  Session* s = Find(id);
+  if (!s) return Failure(Kind::kNotFound, "no session " + id);
+  if (auto e = Unusable(*s)) return std::unexpected(*e);
+  s->last_used = Clock::now();
+  auto fd = sys::Open(WorkspacePath(options_.state_dir, id), O_PATH | O_DIRECTORY);
+  if (!fd) return Failure(Kind::kInternal, "cannot open the workspace: " + fd.error().message());
+  return std::move(*fd);
+}
+
+// The housekeeping timer: never called from inside a Shell's callbacks, so
+// this is where retired Shells are destroyed.
+void Sessions::Tick() {
+  retired_.clear();
+  const auto now = Clock::now();
+  std::vector<Session*> cull;
+  for (auto& [id, s] : sessions_) {
+    if (s->state == "quarantined") Retry(*s);
+    if (s->closing || !s->shell || s->state != "ready") continue;
+    bool idle = !s->shell->running() && s->queue.empty() &&
+                now - s->last_used > std::chrono::milliseconds(s->ttl_ms);
+    bool old = now - s->born > options_.max_lifetime;
+    if (idle || old) {
+      Log("session_culled", *s, {{"why", idle ? "idle TTL" : "maximum lifetime"}});
+      cull.push_back(s.get());
+    }
+  }
+  for (Session* s : cull) {
+    s->closing = true;
+    s->keep_workspace = false;
+    s->shell->Kill();
+  }
+  tick_->Set(options_.tick, [this] { Tick(); });
+}
+
+void Sessions::Shutdown(std::function<void(bool)> done) {
+  shutdown_ = std::move(done);
+  stopping_ = true;
+  tick_->Cancel();
+  // Every live session is marked before any is killed: a teardown may end
+  // at once, and the shutdown is over only when none is left closing.
+  std::vector<Shell*> kill;
+  for (auto& [id, s] : sessions_) {
+    if (!s->shell || s->closing || s->state == "quarantined" || s->state == "closed") continue;
+    s->closing = true;
+    s->keep_workspace = true;
+    kill.push_back(s->shell.get());
+  }
+  for (Shell* shell : kill) shell->Kill();
+  MaybeFinishShutdown();
+}
+
+void Sessions::MaybeFinishShutdown() {
+  if (!stopping_ || !shutdown_) return;
+  for (const auto& [id, s] : sessions_) {
+    if (s->closing || (s->shell && s->state == "starting")) return;
+  }
+  auto done = std::move(shutdown_);
+  shutdown_ = nullptr;
+  done(shutdown_all_dead_ && quarantined() == 0);
+}
+
+}  // namespace cordon::session

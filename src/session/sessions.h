@@ -1,0 +1,182 @@
+// The daemon's shell sessions (DESIGN.md §2): one state machine per id,
+// kept in the store, each runtime a Shell inside the containment boundary.
+//
+//   starting -> ready <-> busy -> closed
+//   ready/busy -> invalidated   (the timeout ladder, or the shell died idle)
+//   any live   -> quarantined   (teardown could not be verified; retried in
+//                                the background and whenever the id is
+//                                touched, then closed)
+//   live at a daemon crash -> lost (found at restart; the tree is reaped by
+//                                   contain::Reap, the workspace kept)
+// `busy` is only kept in memory (it flips with every execution; after a crash
+// ready and busy both become lost). A new generation of an id starts from
+// closed, invalidated or lost. Every
+// callback carries the generation it belongs to, so the cleanup of an old
+// generation never touches a newer one.
+//
+// Everything runs on one Reactor (the daemon's loop); nothing here blocks
+// on a process.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "contain/probe.h"
+#include "contain/signaller.h"
+#include "contain/spec.h"
+#include "session/alarm.h"
+#include "session/error.h"
+#include "session/shell.h"
+#include "store/store.h"
+#include "sys/fd.h"
+
+namespace cordon::session {
+
+struct SessionOptions {
+  std::string state_dir;
+  size_t max_sessions = 64;
+  std::chrono::milliseconds idle_ttl{20 * 60 * 1000};
+  std::chrono::milliseconds max_lifetime{24 * 3600 * 1000};
+  std::chrono::milliseconds verify_timeout{5000};
+  // Housekeeping: idle culling and quarantine retries.
+  std::chrono::milliseconds tick{1000};
+  int64_t default_exec_timeout_ms = 600000;
+};
+
+struct CreateRequest {
+  std::optional<std::string> id;
+  // env, limits, required, permissive: as for a run; the command is the shell.
+  // limits.timeout_ms is the default deadline of each execution,
+  // limits.grace_ms how long the shell has to come back after SIGINT.
+  contain::Spec spec;
+  std::optional<int64_t> ttl_s;  // idle TTL; default SessionOptions::idle_ttl
+  bool fresh_workspace = false;  // do not reuse a lost session's workspace
+  std::string isolation = "none";
+};
+
+struct ExecCall {
+  std::string command;
+  std::optional<int64_t> timeout_ms;  // default: the session's
+  std::optional<std::string> stdin_bytes;
+};
+
+struct Observer {
+  std::function<void(std::chrono::microseconds)> ready;  // a shell answered, after this long
+  std::function<void(const contain::Release&)> released;
+  std::function<void(const std::string& event, const nlohmann::json& fields)> log;
+};
+
+class Sessions final {
+ public:
+  struct Created {
+    nlohmann::json session;
+    bool created;  // false: the id was already live
+  };
+
+  static sys::Result<std::unique_ptr<Sessions>> Create(sys::Reactor& reactor, store::Store& store,
+                                                       contain::Signaller& signaller,
+                                                       const contain::Probe& probe,
+                                                       SessionOptions options, Observer observer);
+  ~Sessions();
+
+  // Loads what an earlier daemon recorded. Call after contain::Reap: live
+  // sessions become `lost` (their trees were reaped), a quarantined one whose
+  // grant was released is closed.
+  sys::Result<void> Recover();
+
+  void CreateSession(CreateRequest request, std::function<void(Outcome<Created>)> done);
+  nlohmann::json List() const;
+  Outcome<nlohmann::json> Get(const std::string& id);
+  void Delete(const std::string& id, bool keep_workspace,
+              std::function<void(Outcome<nlohmann::json>)> done);
+  void Exec(const std::string& id, ExecCall call, std::function<void(Outcome<ExecResult>)> done);
+  // SIGINT to the running command; false when none runs.
+  Outcome<bool> Interrupt(const std::string& id);
+  // The workspace of a live session, for the files API (marks it used).
+  Outcome<sys::UniqueFd> Workspace(const std::string& id);
+
+  // Tears every live session down (workspaces kept; the sessions are
+  // closed). `done(all_dead)` once every teardown has been decided.
+  void Shutdown(std::function<void(bool)> done);
+
+  size_t live() const;
+  size_t quarantined() const;
+
+ private:
+  struct Pending {
+    ExecCall call;
+    std::chrono::steady_clock::time_point deadline;
+    std::function<void(Outcome<ExecResult>)> done;
+  };
+  struct Session {
+    std::string id;
+    int64_t generation = 0;
+    std::string state;  // as recorded; "busy" is derived from the shell
+    contain::Spec spec;
+    int64_t ttl_ms = 0;
+    nlohmann::json summary;  // what was asked, without env values
+    std::unique_ptr<Shell> shell;
+    std::string grant_id;
+    std::deque<Pending> queue;
+    std::vector<std::function<void(Outcome<Created>)>> create_waiters;
+    std::vector<std::function<void(Outcome<nlohmann::json>)>> delete_waiters;
+    bool closing = false;
+    bool keep_workspace = false;
+    bool retrying = false;
+    nlohmann::json problem;
+    int64_t created_at_ms = 0;
+    std::chrono::steady_clock::time_point born;  // of this generation
+    std::chrono::steady_clock::time_point last_used;
+    std::chrono::steady_clock::time_point starting_since;
+  };
+
+  Sessions(sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
+           const contain::Probe& probe, SessionOptions options, Observer observer)
+      : reactor_(reactor),
+        store_(store),
+        signaller_(signaller),
+        probe_(probe),
+        options_(std::move(options)),
+        observer_(std::move(observer)) {}
+
+  Session* Find(const std::string& id);
+  Session* Current(const std::string& id, int64_t generation);
+  nlohmann::json View(const Session& s) const;
+  void Record(Session& s);
+  void Log(const std::string& event, const Session& s, nlohmann::json fields = {});
+  std::optional<Error> StartShell(Session& s);
+  void OnReady(const std::string& id, int64_t generation);
+  void OnEnded(const std::string& id, int64_t generation, Shell::Ended ended);
+  void Pump(Session& s);
+  void Close(Session& s);
+  void Quarantine(Session& s, const contain::Release& release);
+  void Retry(Session& s);
+  void FailQueue(Session& s, const Error& error);
+  std::optional<Error> Unusable(Session& s);
+  void Tick();
+  void MaybeFinishShutdown();
+
+  sys::Reactor& reactor_;
+  store::Store& store_;
+  contain::Signaller& signaller_;
+  const contain::Probe& probe_;
+  SessionOptions options_;
+  Observer observer_;
+  std::map<std::string, std::unique_ptr<Session>> sessions_;
+  // Shells that ended and were replaced; destroyed at the next tick or with
+  // the Sessions, never from inside their own callbacks.
+  std::vector<std::unique_ptr<Shell>> retired_;
+  std::unique_ptr<Alarm> tick_;
+  std::function<void(bool)> shutdown_;  // set while stopping, until called
+  bool stopping_ = false;
+  bool shutdown_all_dead_ = true;
+};
+
+}  // namespace cordon::session

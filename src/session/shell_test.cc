@@ -1,0 +1,104 @@
+// The Shell on the CLI's kind of loop (EpollReactor): the runtime itself,
+// without HTTP.
+#include "session/shell.h"
+
+#include <gtest/gtest.h>
+
+#include "support.h"
+#include "sys/epoll_reactor.h"
+
+namespace cordon::session {
+namespace {
+
+class InertSignaller final : public contain::Signaller {
+ public:
+  bool broken = true;
+  sys::Result<void> Signal(const sys::PidFd& p, int sig) override {
+    return broken ? sys::Result<void>{} : kernel.Signal(p, sig);
+  }
+  sys::Result<void> KillCgroup(const contain::CgroupDir& g) override {
+    return broken ? sys::Result<void>{} : kernel.KillCgroup(g);
+  }
+  contain::KernelSignaller kernel;
+};
+
+class ShellTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_.emplace(std::move(*store::Store::Open(state_.path())));
+    reactor_.emplace(std::move(*sys::EpollReactor::Create()));
+  }
+  std::unique_ptr<Shell> Start(contain::Signaller& signaller) {
+    contain::Spec spec;
+    spec.workspace = work_.path();
+    spec.env = {{"PATH", "/usr/bin:/bin"}};
+    Shell::Events events;
+    events.ready = [this] { ready_ = true; };
+    events.ended = [this](Shell::Ended e) { ended_ = std::move(e); };
+    auto shell = Shell::Start(*reactor_, *store_, signaller, testing::TestProbe(), spec,
+                              std::chrono::milliseconds(300), std::move(events));
+    EXPECT_TRUE(shell) << shell.error().message;
+    EXPECT_TRUE(reactor_->RunUntil([&] { return ready_ || ended_.has_value(); }));
+    return shell ? std::move(*shell) : nullptr;
+  }
+  ExecResult Exec(Shell& shell, const std::string& command, int64_t timeout_ms = 20000) {
+    std::optional<ExecResult> result;
+    ExecRequest r;
+    r.command = command;
+    r.timeout = std::chrono::milliseconds(timeout_ms);
+    r.grace = std::chrono::milliseconds(300);
+    shell.Exec(r, [&](ExecResult e) { result = std::move(e); });
+    EXPECT_TRUE(reactor_->RunUntil([&] { return result.has_value() || ended_.has_value(); }));
+    if (!result && ended_ && ended_->exec) return *ended_->exec;
+    return result.value_or(ExecResult{});
+  }
+
+  testing::TempDir state_;
+  testing::TempDir work_;
+  std::optional<store::Store> store_;
+  std::optional<sys::EpollReactor> reactor_;
+  bool ready_ = false;
+  std::optional<Shell::Ended> ended_;
+};
+
+TEST_F(ShellTest, RunsCommandsInOnePersistentShell) {
+  contain::KernelSignaller kernel;
+  auto shell = Start(kernel);
+  ASSERT_TRUE(shell && ready_);
+  EXPECT_EQ(Exec(*shell, "A=1; cd /").exit_code, 0);
+  ExecResult r = Exec(*shell, "echo $A $PWD; echo e >&2; false");
+  EXPECT_EQ(r.out.data, "1 /\n");
+  EXPECT_EQ(r.err.data, "e\n");
+  EXPECT_EQ(r.exit_code, 1);
+  ExecResult timed = Exec(*shell, "sleep 30", 100);
+  EXPECT_TRUE(timed.timed_out);
+  EXPECT_EQ(timed.exit_code, 130);
+  shell->Kill();
+  ASSERT_TRUE(reactor_->RunUntil([&] { return ended_.has_value(); }));
+  EXPECT_EQ(ended_->end, Shell::End::kKilled);
+  EXPECT_TRUE(ended_->run.release.dead);
+}
+
+TEST_F(ShellTest, ATeardownThatFailsCanBeRetried) {
+  InertSignaller signaller;
+  auto shell = Start(signaller);
+  ASSERT_TRUE(shell && ready_);
+  shell->Kill();
+  ASSERT_TRUE(reactor_->RunUntil([&] { return ended_.has_value(); }));
+  EXPECT_FALSE(ended_->run.release.dead);
+  EXPECT_FALSE(ended_->run.release.survivors.empty());
+  auto grant = store_->GetGrant(shell->grant_id());
+  ASSERT_TRUE(grant && *grant);
+  EXPECT_EQ((*grant)->state, "active");
+
+  signaller.broken = false;
+  std::optional<contain::Release> retried;
+  shell->RetryRelease([&](const contain::Release& r) { retried = r; });
+  ASSERT_TRUE(reactor_->RunUntil([&] { return retried.has_value(); }));
+  EXPECT_TRUE(retried->dead);
+  grant = store_->GetGrant(shell->grant_id());
+  EXPECT_EQ((*grant)->state, "released");
+}
+
+}  // namespace
+}  // namespace cordon::session

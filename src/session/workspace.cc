@@ -1,0 +1,53 @@
+#include "session/workspace.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+
+namespace cordon::session {
+
+bool ValidSessionId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string WorkspacePath(const std::string& state_dir, const std::string& id) {
+  return state_dir + "/workspaces/" + id;
+}
+
+sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::string& id,
+                                   bool sweep) {
+  if (!ValidSessionId(id)) return sys::Fail("invalid session id", EINVAL);
+  const std::string parent = state_dir + "/workspaces";
+  if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+    return sys::FailErrno("mkdir(\"" + parent + "\")");
+  }
+  (void)::chmod(parent.c_str(), 0700);
+  const std::string path = WorkspacePath(state_dir, id);
+  if (sweep) CORDON_RETURN_IF_ERROR(RemoveWorkspace(state_dir, id));
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return sys::FailErrno("mkdir(\"" + path + "\")");
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return sys::FailErrno("lstat(\"" + path + "\")");
+  if (!S_ISDIR(st.st_mode)) return sys::Fail(path + " is not a directory", ENOTDIR);
+  if (::chmod(path.c_str(), 0700) != 0) return sys::FailErrno("chmod(\"" + path + "\", 0700)");
+  return {};
+}
+
+sys::Result<void> RemoveWorkspace(const std::string& state_dir, const std::string& id) {
+  if (!ValidSessionId(id)) return sys::Fail("invalid session id", EINVAL);
+  std::error_code ec;
+  std::filesystem::remove_all(WorkspacePath(state_dir, id), ec);
+  if (ec)
+    return sys::Fail("remove " + WorkspacePath(state_dir, id) + ": " + ec.message(), ec.value());
+  return {};
+}
+
+}  // namespace cordon::session

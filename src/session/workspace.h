@@ -1,0 +1,27 @@
+// Session workspaces: <state>/workspaces/<id>, mode 0700 under 0700 parents,
+// so nothing but root and the session's own processes can reach them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "sys/error.h"
+
+namespace cordon::session {
+
+// ^[A-Za-z0-9_-]{1,64}$: safe as a path component, a cgroup name part and
+// an owner label.
+bool ValidSessionId(std::string_view id);
+
+std::string WorkspacePath(const std::string& state_dir, const std::string& id);
+
+// Makes the workspace (and <state>/workspaces) with mode 0700. `sweep`: a
+// directory already there (a stale one from a closed or invalidated
+// generation) is removed first, so the new generation starts empty.
+sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::string& id, bool sweep);
+
+// Removes the workspace and everything in it. Symbolic links inside are
+// removed, never followed.
+sys::Result<void> RemoveWorkspace(const std::string& state_dir, const std::string& id);
+
+}  // namespace cordon::session

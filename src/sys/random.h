@@ -1,0 +1,13 @@
+// Random identifiers from getrandom(2): tokens, nonces, ids.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace cordon::sys {
+
+// `bytes` random bytes as 2*bytes lowercase hex digits. Blocks only until
+// the kernel's pool is initialised (early boot).
+std::string RandomHex(size_t bytes);
+
+}  // namespace cordon::sys

@@ -1,0 +1,130 @@
+// Quarantine needs a teardown that fails. The seam is here only: the daemon
+// runs in this test process, constructed with an injected Signaller that
+// can be switched to do nothing, and is talked to over real loopback HTTP.
+// The cordon binary has no way to inject one.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <thread>
+
+#include "api/daemon.h"
+#include "http_client.h"
+#include "support.h"
+
+namespace cordon::testing {
+namespace {
+
+using nlohmann::json;
+
+class SwitchableSignaller final : public contain::Signaller {
+ public:
+  std::atomic<bool> broken{false};
+  sys::Result<void> Signal(const sys::PidFd& process, int sig) override {
+    if (broken) return {};
+    return kernel_.Signal(process, sig);
+  }
+  sys::Result<void> KillCgroup(const contain::CgroupDir& group) override {
+    if (broken) return {};
+    return kernel_.KillCgroup(group);
+  }
+
+ private:
+  contain::KernelSignaller kernel_;
+};
+
+class InProcessDaemon {
+ public:
+  explicit InProcessDaemon(contain::Signaller& signaller) {
+    api::DaemonOptions o;
+    o.state_dir = state_ / "state";
+    o.listen = {"127.0.0.1:0"};
+    o.cgroup_root = CgroupRoot();
+    o.verify_timeout = std::chrono::milliseconds(300);
+    o.sessions.tick = std::chrono::milliseconds(100);
+    o.signaller = &signaller;
+    auto d = api::Daemon::Start(io_, o);
+    if (!d) {
+      error_ = d.error().message();
+      return;
+    }
+    daemon_ = std::move(*d);
+    url_ = daemon_->urls()[0];
+    token_ = Slurp(daemon_->token_path());
+    token_ = token_.substr(0, token_.find('\n'));
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~InProcessDaemon() {
+    if (!daemon_) return;
+    boost::asio::post(io_, [this] { daemon_->Shutdown([this](bool) { io_.stop(); }); });
+    thread_.join();
+    daemon_.reset();
+  }
+  const std::string& error() const { return error_; }
+  HttpClient Client() const { return HttpClient(url_, token_); }
+
+ private:
+  TempDir state_;
+  boost::asio::io_context io_;
+  std::unique_ptr<api::Daemon> daemon_;
+  std::thread thread_;
+  std::string url_, token_, error_;
+};
+
+TEST(DaemonQuarantineTest, AnUnverifiedTeardownQuarantinesBlocksARecreateAndSparesOthers) {
+  SwitchableSignaller signaller;
+  InProcessDaemon daemon(signaller);
+  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
+  HttpClient c = daemon.Client();
+  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "q"}}).status, 201);
+  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "other"}}).status, 201);
+  pid_t escapee =
+      std::stoi(c.Post("/v1/sessions/q/exec", {{"command", "setsid sleep 300 & echo $!"}})
+                    .Json()["stdout"]
+                    .get<std::string>());
+
+  signaller.broken = true;
+  HttpResponse deleted = c.Request("DELETE", "/v1/sessions/q");
+  EXPECT_EQ(deleted.status, 409) << deleted.body;
+  EXPECT_EQ(deleted.Json()["error"]["code"], "quarantined");
+  EXPECT_FALSE(deleted.Json()["error"]["survivors"].empty()) << deleted.body;
+  EXPECT_FALSE(Exited(escapee));
+
+  json q = c.Get("/v1/sessions/q").Json();
+  EXPECT_EQ(q["state"], "quarantined");
+  bool named = false;
+  for (const auto& p : q["problem"]["survivors"]) named |= p.get<pid_t>() == escapee;
+  EXPECT_TRUE(named) << q;
+  HttpResponse recreate = c.Post("/v1/sessions", {{"id", "q"}});
+  EXPECT_EQ(recreate.status, 409) << recreate.body;
+  EXPECT_FALSE(recreate.Json()["error"]["survivors"].empty());
+  EXPECT_EQ(c.Post("/v1/sessions/q/exec", {{"command", "true"}}).status, 409);
+  EXPECT_NE(c.Get("/metrics").body.find("cordon_sessions_quarantined 1"), std::string::npos);
+
+  // Other sessions are unaffected while the retries keep failing.
+  for (int i = 0; i < 5; ++i) {
+    json j =
+        c.Post("/v1/sessions/other/exec", {{"command", "echo fine-" + std::to_string(i)}}).Json();
+    EXPECT_EQ(j["stdout"], "fine-" + std::to_string(i) + "\n");
+  }
+  EXPECT_EQ(c.Post("/v1/sessions", {{"id", "third"}}).status, 201);
+  EXPECT_EQ(c.Post("/v1/sessions/third/exec", {{"command", "echo ok"}}).Json()["stdout"], "ok\n");
+
+  // Once a background retry succeeds, the session is closed and the id free.
+  signaller.broken = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (c.Get("/v1/sessions/q").Json()["state"] != "closed" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(c.Get("/v1/sessions/q").Json()["state"], "closed");
+  EXPECT_TRUE(Exited(escapee));
+  HttpResponse again = c.Post("/v1/sessions", {{"id", "q"}});
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.Json()["generation"], 2);
+  EXPECT_EQ(c.Post("/v1/sessions/q/exec", {{"command", "echo back"}}).Json()["stdout"], "back\n");
+}
+
+}  // namespace
+}  // namespace cordon::testing

@@ -1,0 +1,407 @@
+"""The Python client against a real `cordon serve` on loopback: every call
+of the client, and its typed errors, on real processes and cgroups."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+
+from cordon_client import (  # noqa: E402
+    AuthError,
+    Client,
+    ConflictError,
+    ForbiddenError,
+    IntegrityError,
+    NotFoundError,
+    ValidationError,
+)
+
+CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
+CGROUP_ROOT = f"/cordon-pytest-{os.getpid()}"
+CLIENT_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python")
+
+
+def _cgroup_mounts():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split(" ")[0] in ("cgroup", "cgroup2"):
+                yield left.split(" ")[4]
+
+
+def _remove_tree(path):
+    if not os.path.isdir(path):
+        return
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            _remove_tree(entry.path)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+class Daemon:
+    def __init__(self, state_dir, *extra):
+        self.state_dir = str(state_dir)
+        self.log = open(os.path.join(os.path.dirname(self.state_dir), "daemon.log"), "wb")
+        self.proc = subprocess.Popen(
+            [CORDON, "serve", "--state-dir", self.state_dir, "--listen", "127.0.0.1:0",
+             "--cgroup-root", CGROUP_ROOT, *extra],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        serve = os.path.join(self.state_dir, "serve.json")
+        deadline = time.monotonic() + 30
+        # serve.json is written once the daemon answers (after recovery).
+        while time.monotonic() < deadline:
+            try:
+                with open(serve) as f:
+                    info = json.load(f)
+                if info["pid"] == self.proc.pid:
+                    self.url = info["urls"][0]
+                    self.token_file = info["token_file"]
+                    return
+            except (OSError, ValueError):
+                pass
+            assert self.proc.poll() is None, "the daemon exited at start"
+            time.sleep(0.01)
+        raise TimeoutError("the daemon did not start")
+
+    def client(self, **kwargs):
+        return Client(self.url, token_file=self.token_file, **kwargs)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=60)
+        self.log.close()
+        return status
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("daemon") / "state")
+    yield d
+    assert d.stop() == 0
+    for mount in _cgroup_mounts():
+        _remove_tree(mount + CGROUP_ROOT)
+
+
+@pytest.fixture()
+def client(daemon):
+    return daemon.client()
+
+
+def test_health_probe_and_typed_auth_errors(daemon, client):
+    assert Client(daemon.url).health()["status"] == "ok"
+    assert any(c["capability"] == "process_tree" for c in client.probe()["capabilities"])
+    assert "cordon_runs_total" in client.metrics()
+    with pytest.raises(AuthError) as e:
+        Client(daemon.url, token="wrong").probe()
+    assert e.value.status == 401
+    with pytest.raises(AuthError):
+        Client(daemon.url).run(argv=["/bin/true"])
+
+
+def test_validation_errors_carry_the_field(client):
+    cases = [
+        (dict(argv=[]), "argv"),
+        (dict(argv=["/bin/true"], isolation="full"), "isolation"),
+        (dict(argv=["/bin/true"], limits={"timeout_ms": -1}), "limits.timeout_ms"),
+        (dict(argv=["/bin/true"], limits={"memory": 5}), "limits.memory"),
+        (dict(argv=["/bin/true"], env={"A=B": "x"}), "env"),
+        (dict(argv=["/bin/true"], require=["nothing"]), "require"),
+        (dict(argv=["/bin/true"], workspace="rel"), "workspace"),
+    ]
+    for kwargs, field in cases:
+        with pytest.raises(ValidationError) as e:
+            client.run(**kwargs)
+        assert e.value.field == field, (kwargs, e.value.message)
+        assert e.value.message
+    with pytest.raises(ValidationError) as e:
+        client.session("bad id")
+    assert e.value.field == "id"
+
+
+def test_run_and_streaming(client):
+    r = client.run(argv=["/bin/sh", "-c", "echo out; echo err >&2; exit 4"], env={"A": "1"})
+    assert r["outcome"] == "exited" and r["exit_code"] == 4
+    assert r["stdout"] == "out\n" and r["stderr"] == "err\n"
+    assert r["release"]["dead"] is True
+    assert client.run(shell="cat", stdin_bytes=b"bytes\x01")["stdout"] == "bytes\x01"
+    events = []
+    result = client.run(shell="echo a; sleep 0.1; echo b >&2", on_output=lambda s, d: events.append((s, d)))
+    assert events == [("stdout", "a\n"), ("stderr", "b\n")]
+    assert result["type"] == "result" and result["outcome"] == "exited"
+    timed = client.run(argv=["/bin/sleep", "30"], limits={"timeout_ms": 200, "grace_ms": 100})
+    assert timed["outcome"] == "timed_out"
+
+
+def test_session_state_serialised_execs_and_interrupt(client):
+    with client.session("py-state") as s:
+        assert s.info["state"] == "ready"
+        s.exec("cd /tmp && export K=v && g() { echo g$1; }")
+        r = s.exec("pwd; echo $K; g 1")
+        assert r["stdout"] == "/tmp\nv\ng1\n" and r["exit_code"] == 0
+        assert s.exec("cat", stdin="in")["stdout"] == "in"
+
+        results = []
+        threads = [threading.Thread(target=lambda i=i: results.append(
+            s.exec(f"echo {i} >> $HOME/order; sleep 0.05; echo {i} >> $HOME/order")))
+            for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        order = s.exec("cat $HOME/order")["stdout"].split()
+        assert [order[i] == order[i + 1] for i in range(0, 6, 2)] == [True] * 3
+
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", s.exec("touch $HOME/go; sleep 30")))
+        t.start()
+        deadline = time.monotonic() + 20
+        while "go" not in [f["name"] for f in s.list_files()] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.interrupt() is True
+        t.join(timeout=20)
+        assert box["r"]["exit_code"] == 130 and box["r"]["timed_out"] is False
+        assert s.exec("echo $K")["stdout"] == "v\n"
+    assert s.info["state"] == "closed"
+    with pytest.raises(ConflictError):
+        s.exec("true")
+
+
+def test_timeout_ladder_invalidation_and_a_new_generation(client):
+    s = client.session("py-ladder", limits={"grace_ms": 200})
+    s.put_file("old.txt", b"old")
+    r = s.exec("trap '' INT; sleep 30", timeout_ms=200)
+    assert r["timed_out"] is True and r["invalidated"] is True
+    assert s.state == "invalidated"
+    with pytest.raises(ConflictError) as e:
+        s.exec("true")
+    assert "invalidated" in e.value.message
+    s2 = client.session("py-ladder")
+    assert s2.info["generation"] == 2
+    assert s2.list_files() == []
+    ok = s2.exec("sleep 30", timeout_ms=200)
+    assert ok["timed_out"] is True and ok["invalidated"] is False
+    restarted = s2.exec("exit 3")
+    assert restarted["exit_code"] == 3 and restarted["shell_restarted"] is True
+    s2.close()
+
+
+def test_files_chunked_digest_empty_and_listing(client):
+    with client.session("py-files") as s:
+        data = os.urandom(7 << 20)
+        info = s.put_file("deep/dir/blob.bin", data, chunk_size=(7 << 20) // 3 + 1)
+        assert info["size"] == len(data)
+        assert info["sha256"] == hashlib.sha256(data).hexdigest()
+        assert s.get_file("deep/dir/blob.bin") == data
+        assert s.exec("sha256sum deep/dir/blob.bin")["stdout"].split()[0] == info["sha256"]
+        s.put_file("empty", b"")
+        assert s.get_file("empty") == b""
+        names = {(f["name"], f["type"]) for f in s.list_files()}
+        assert ("deep", "directory") in names and ("empty", "file") in names
+        s.delete_file("empty")
+        with pytest.raises(NotFoundError):
+            s.get_file("empty")
+
+
+def test_digest_mismatch_and_escapes_are_refused(client):
+    with client.session("py-refuse") as s:
+        with pytest.raises(IntegrityError) as e:
+            s.put_file("x.bin", b"content", sha256="0" * 64)
+        assert e.value.field == "X-Content-SHA256"
+        with pytest.raises(NotFoundError):
+            s.get_file("x.bin")
+        with pytest.raises(IntegrityError):
+            s.put_file("chunked.bin", b"abcdef", chunk_size=2, sha256="1" * 64)
+        with pytest.raises(NotFoundError):
+            s.get_file("chunked.bin")
+        for path in ("../x", "/etc/passwd", "a/../../x"):
+            with pytest.raises(ValidationError):
+                s.get_file(path)
+        s.exec("ln -s /etc etc; ln -s .. up")
+        with pytest.raises(ForbiddenError):
+            s.get_file("etc/passwd")
+        with pytest.raises(ForbiddenError):
+            s.put_file("up/escaped.txt", b"x")
+        assert not os.path.exists(os.path.join(os.path.dirname(s.info["workspace"]), "escaped.txt"))
+
+
+def test_unknown_session_is_not_found(client):
+    with pytest.raises(NotFoundError):
+        client.request("GET", "/v1/sessions/nobody")
+
+
+def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
+    # A copy: pip builds in the source directory and would leave build/ there.
+    source = tmp_path / "source"
+    shutil.copytree(CLIENT_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                                      "__pycache__"))
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, capture_output=True)
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--no-index", "--no-build-isolation",
+         "--no-cache-dir", "--quiet", str(source)],
+        capture_output=True, text=True, cwd=str(tmp_path))
+    assert install.returncode == 0, install.stderr
+    check = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import cordon_client, sys; print(cordon_client.Client.__name__, cordon_client.__file__)"],
+        capture_output=True, text=True, cwd=str(tmp_path))
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.startswith("Client ") and str(venv) in check.stdout
+
+
+def _alive(pid):
+    """False once `pid` has exited (gone, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _wait_for(predicate, within=20.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def _active_grants(state_dir):
+    out = subprocess.run([CORDON, "grants", "--json", "--state-dir", state_dir],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_a_disconnected_streaming_client_cancels_its_run(daemon, client, tmp_path):
+    pidfile = tmp_path / "gc.pid"
+
+    class Hangup(Exception):
+        pass
+
+    def on_output(stream, data):
+        raise Hangup()  # leave at the first event, as a client that goes away
+
+    with pytest.raises(Hangup):
+        client.run(shell=f"setsid sleep 60 & echo $! > {pidfile}; echo started; sleep 60",
+                   on_output=on_output)
+    client._connection().close()
+    pid = int(pidfile.read_text())
+    assert _wait_for(lambda: not _alive(pid))
+
+    def recorded():
+        grants = json.loads(subprocess.run(
+            [CORDON, "grants", "--all", "--json", "--state-dir", daemon.state_dir],
+            capture_output=True, text=True).stdout)
+        return [g for g in grants if g["spec"].get("shell", "").startswith("setsid sleep 60")]
+
+    assert _wait_for(lambda: recorded() and recorded()[0]["state"] == "released")
+    assert recorded()[0]["outcome"] == "cancelled"
+
+
+def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(daemon, tmp_path):
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(daemon.client().session("py-once")))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({s.info["grant_id"] for s in results}) == 1
+    workspace = results[0].info["workspace"]
+    shells = [p for p in os.listdir("/proc") if p.isdigit() and _alive(int(p))
+              and os.path.exists(f"/proc/{p}/cwd")
+              and os.path.realpath(f"/proc/{p}/cwd") == workspace
+              and open(f"/proc/{p}/comm").read() == "bash\n"]
+    assert len(shells) == 1
+    results[0].close()
+
+    shared = tmp_path / "barrier"
+    shared.mkdir()
+    sessions = [daemon.client().session(f"py-par-{i}") for i in range(20)]
+    outputs = [None] * 20
+
+    def run(i):
+        # Finishes only if all twenty run at the same time.
+        outputs[i] = sessions[i].exec(
+            f"touch {shared}/r{i}; while [ $(ls {shared} | wc -l) -lt 20 ]; do sleep 0.02; done;"
+            f" echo {i}", timeout_ms=60000)["stdout"]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outputs == [f"{i}\n" for i in range(20)]
+    for s in sessions:
+        s.close()
+
+
+def test_idle_sessions_are_culled(client):
+    s = client.session("py-idle", ttl_s=1)
+    shell = int(s.exec("echo $$")["stdout"])
+    assert _wait_for(lambda: s.state == "closed")
+    assert not _alive(shell)
+
+
+def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
+    state = tmp_path / "state"
+    first = Daemon(state)
+    c = first.client()
+    s = c.session("py-keep")
+    s.put_file("data.txt", b"kept")
+    escapee, shell = map(int, s.exec("setsid sleep 300 & echo $! $$")["stdout"].split())
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=30)
+    first.log.close()
+    assert _alive(escapee)
+
+    second = Daemon(state)
+    try:
+        # Dead before the restarted daemon answered.
+        assert not _alive(escapee) and not _alive(shell)
+        assert _active_grants(str(state)) == []
+        c = second.client()
+        assert c.request("GET", "/v1/sessions/py-keep")["state"] == "lost"
+        with pytest.raises(ConflictError):
+            c.request("POST", "/v1/sessions/py-keep/exec", {"command": "true"})
+        again = c.session("py-keep")
+        assert again.info["generation"] == 2
+        assert again.get_file("data.txt") == b"kept"
+        fresh_pids = [int(x) for x in again.exec("setsid sleep 300 & echo $! $$")["stdout"].split()]
+    finally:
+        assert second.stop() == 0  # SIGTERM: everything torn down, exit 0
+    assert not any(_alive(p) for p in fresh_pids)
+    assert _active_grants(str(state)) == []
+    for mount in _cgroup_mounts():
+        _remove_tree(mount + CGROUP_ROOT)
+
+
+def test_nothing_of_the_daemons_environment_reaches_a_session_or_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:secret@db/x")
+    d = Daemon(tmp_path / "state")
+    try:
+        c = d.client()
+        with c.session("py-env", env={"MINE": "1"}) as s:
+            env = s.exec("env")["stdout"]
+        run_env = c.run(argv=["/usr/bin/env"])["stdout"]
+        for text in (env, run_env):
+            assert "sk-must-not-leak" not in text and "secret" not in text
+        assert "MINE=1" in env and "HOME=" in env and "TERM=dumb" in env
+        assert run_env == ""
+    finally:
+        assert d.stop() == 0
