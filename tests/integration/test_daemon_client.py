@@ -337,6 +337,15 @@ def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(
     for t in threads:
         t.join()
     assert len({s.info["grant_id"] for s in results}) == 1
+    shells = []
+    for p in os.listdir("/proc"):
+        try:
+            if (p.isdigit() and open(f"/proc/{p}/comm").read() == "bash\n"
+                    and CGROUP_ROOT + "/" in open(f"/proc/{p}/cgroup").read() and _alive(int(p))):
+                shells.append(p)
+        except OSError:
+            pass
+    assert len(shells) == 1
     workspace = results[0].info["workspace"]
     # Every runtime started is a grant: exactly one was.
     grants = json.loads(subprocess.run(
@@ -386,8 +395,9 @@ def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=30)
     first.log.close()
-    # The shell may end on its own (its pipes closed); the escapee does not.
-    assert _in_namespace(ns)
+    # (The shell ends on its own once its pipes close, and with it the
+    # sandbox's init and the namespace: the test cannot count on finding
+    # them alive here, only on finding none after the restart.)
 
     second = Daemon(state)
     try:
