@@ -36,6 +36,9 @@ bool Eventually(F done, std::chrono::milliseconds within = seconds(20)) {
 // The host's pids of every process in a pid namespace, named as a sandbox
 // prints it (`readlink /proc/self/ns/pid`, "pid:[INODE]"): how a test sees
 // an isolated tree, whose own pids mean nothing outside, from the host.
+// Tests name it by the shell's `$$`, not by a background job's `$!`:
+// `setsid` forks when it leads a process group, and its first process may be
+// gone by then (while that fork is under way there are four processes).
 std::vector<pid_t> ProcessesInNamespace(std::string ns) {
   while (!ns.empty() && ns.back() == '\n') ns.pop_back();
   std::vector<pid_t> out;
@@ -454,8 +457,8 @@ TEST_F(DaemonTest, TimeoutLadderKeepsAShellThatComesBack) {
 TEST_F(DaemonTest, TimeoutLadderInvalidatesAShellThatDoesNotAndANewGenerationStartsClean) {
   json first = Create("ladder", {{"limits", {{"grace_ms", 300}}}});
   std::string ns =
-      ExecOk("ladder", "echo old > old.txt; setsid sleep 300 & readlink /proc/$!/ns/pid")["stdout"];
-  ASSERT_EQ(ProcessesInNamespace(ns).size(), 3u) << ns << " (init, the shell, the escapee)";
+      ExecOk("ladder", "echo old > old.txt; setsid sleep 300 & readlink /proc/$$/ns/pid")["stdout"];
+  ASSERT_GE(ProcessesInNamespace(ns).size(), 3u) << ns << " (init, the shell, the escapee)";
   // The shell ignores SIGINT from now on: it cannot come back.
   json j = ExecOk("ladder", "trap '' INT; sleep 30", {{"timeout_ms", 200}});
   EXPECT_EQ(j["timed_out"], true);
@@ -674,9 +677,9 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", "fresh"}}).status, 201);
     c.Post("/v1/sessions/fresh/exec", {{"command", "echo old > old.txt"}});
     ns = c.Post("/v1/sessions/keep/exec",
-                {{"command", "echo data > file.txt; setsid sleep 300 & readlink /proc/$!/ns/pid"}})
+                {{"command", "echo data > file.txt; setsid sleep 300 & readlink /proc/$$/ns/pid"}})
              .Json()["stdout"];
-    ASSERT_EQ(ProcessesInNamespace(ns).size(), 3u) << ns;
+    ASSERT_GE(ProcessesInNamespace(ns).size(), 3u) << ns;
     RawConnection run(first.url());
     std::string body = json({{"shell", "echo $$ > " + (work / "run.pid") + "; exec sleep 300"},
                              {"isolation", "none"}})
@@ -766,9 +769,9 @@ TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   for (const char* id : {"one", "two"}) {
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", id}}).status, 201);
     namespaces.push_back(c.Post("/v1/sessions/" + std::string(id) + "/exec",
-                                {{"command", "setsid sleep 300 & readlink /proc/$!/ns/pid"}})
+                                {{"command", "setsid sleep 300 & readlink /proc/$$/ns/pid"}})
                              .Json()["stdout"]);
-    ASSERT_EQ(ProcessesInNamespace(namespaces.back()).size(), 3u);
+    ASSERT_GE(ProcessesInNamespace(namespaces.back()).size(), 3u);
   }
   RawConnection run(daemon.url());
   std::string body =
