@@ -632,6 +632,23 @@ TEST_F(DaemonTest, ADigestMismatchLeavesNothing) {
             400);
 }
 
+TEST_F(DaemonTest, FilesAreSharedBothWaysWithAnIsolatedSession) {
+  Create("owned");  // standard isolation: the sandbox's root is an id of its own outside
+  ASSERT_EQ(client_.Request("PUT", "/v1/sessions/owned/files/in/up.txt", "uploaded\n").status, 201);
+  json j = ExecOk("owned",
+                  "echo changed >> in/up.txt && stat -c %u in/up.txt && echo made > in/made.txt");
+  EXPECT_EQ(j["stdout"], "0\n") << j;  // the uploaded file is the sandbox root's to change
+  EXPECT_EQ(client_.Get("/v1/sessions/owned/files/in/up.txt").body, "uploaded\nchanged\n");
+  EXPECT_EQ(client_.Get("/v1/sessions/owned/files/in/made.txt").body, "made\n");
+  // What the sandbox made belongs to the workspace's owner outside, not to
+  // the sandbox's own outside id.
+  struct stat ws {
+  }, made{};
+  ASSERT_EQ(::stat(daemon_.Workspace("owned").c_str(), &ws), 0);
+  ASSERT_EQ(::stat((daemon_.Workspace("owned") + "/in/made.txt").c_str(), &made), 0);
+  EXPECT_EQ(made.st_uid, ws.st_uid);
+}
+
 TEST_F(DaemonTest, TraversalAndSymlinkEscapesAreRefused) {
   Create("escape");
   std::string outside = work_ / "outside.txt";
