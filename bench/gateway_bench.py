@@ -58,6 +58,7 @@ class Subject:
         self.stop = stop
         self.warm_pause = warm_pause
         self.create, self.first, self.new_ws, self.open_ws = [], [], [], []
+        self.state_at_201 = set()  # execution_state of the models the 201s carried
         self.kernel = None
         self.ws = None
 
@@ -75,6 +76,7 @@ class Subject:
             created = time.perf_counter()
             assert r.status_code == 201, (self.name, r.status_code, r.text)
             kernel = r.json()["id"]
+            self.state_at_201.add(r.json().get("execution_state"))
             first = self.gw.wait_ready(kernel, within=120)
             done = time.perf_counter()
             assert first.text == "2"
@@ -120,9 +122,11 @@ def start_cordon(cordon, work, name, *extra):
     root = f"/cordon-bench-gw-{os.getpid()}-{name}"
     try:
         d = Daemon(os.path.join(work, name, "state"), *extra, cgroup_root=root, binary=cordon)
-    except (RuntimeError, TimeoutError) as e:
+    except (RuntimeError, TimeoutError):
         remove_cgroup_root(root)
-        return None, f"the daemon did not start with {' '.join(extra) or 'no options'}: {e}"
+        with open(os.path.join(work, name, "daemon.log"), errors="replace") as f:
+            said = (f.read().strip().splitlines() or ["(nothing)"])[-1]
+        return None, f"the daemon did not start with {' '.join(extra) or 'no options'}: {said}"
 
     def stop():
         d.stop()
@@ -165,6 +169,11 @@ def report(subjects, unavailable, floor, floor_problem, runs, creates):
     else:
         print(f"{'direct ZeroMQ client (the floor)':34} {NA} ({floor_problem})")
 
+    for s in subjects:
+        if s.state_at_201 - {"idle"}:
+            print(f"({s.name} answered 201 with execution_state "
+                  f"{', '.join(sorted(map(str, s.state_at_201)))}: its create does not wait "
+                  f"for the kernel; 'first' does)")
     by = {s.key: s for s in subjects}
     jupyter, cold, warm = by.get("jupyter"), by.get("cold"), by.get("warm")
     print("targets:")

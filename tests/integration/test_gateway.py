@@ -35,7 +35,6 @@ from daemon_support import (  # noqa: E402
     CORDON,
     Daemon,
     alive,
-    descendants,
     pids_in_cgroup_tree,
     pids_with_cmdline,
     pids_with_environ,
@@ -547,10 +546,11 @@ def test_a_kernel_that_swallows_interrupts_is_torn_down_after_the_grace(tmp_path
                     dead.append(time.monotonic())
 
             try:
-                receive(ws, e, lambda x: dead, INTERRUPT_GRACE_S + 30, on_other=on_other)
+                receive(ws, e, lambda x: dead or "dead" in x.states, INTERRUPT_GRACE_S + 30,
+                        on_other=on_other)
             except websocket.WebSocketConnectionClosedException:
                 pass  # the daemon may close the channels after the dead status
-            # A dead status for our own request counts too.
+            # A dead status with our request as its parent counts too.
             if not dead and "dead" in e.states:
                 dead.append(time.monotonic())
             assert dead, "no iopub status: dead reached the connected client"
@@ -605,7 +605,6 @@ def test_sigkill_the_daemon_then_restart_no_kernel_survives(tmp_path, tmp_path_f
         assert survivors == set(), f"kernel processes survived the restart: {survivors}"
         assert not any(k.pids() for k in kernels)
         assert pids_in_cgroup_tree(root) - {second.pid} == set()
-        assert descendants(second.pid) == set()
         client = second.client()
         gw2 = Gateway(second.url, second.token)
         for i, k in enumerate(kernels):
