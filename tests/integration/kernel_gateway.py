@@ -200,9 +200,19 @@ class Gateway:
         return Execution(msg_id)
 
     def execute_on(self, ws, code, timeout=None):
-        """One execution over an open websocket, until reply and idle."""
-        execution = self.send_execute(ws, code)
-        return receive(ws, execution, lambda e: e.complete, timeout or self.timeout)
+        """One execution over an open websocket, until reply and idle.
+
+        After an error ipykernel aborts the requests already queued
+        (`stop_on_error`), and one sent right after the error's idle can
+        still be among them: its reply is `aborted`, and it is sent again
+        (bounded), as clients do."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            execution = self.send_execute(ws, code)
+            receive(ws, execution, lambda e: e.complete, max(0.1, deadline - time.monotonic()))
+            if execution.reply.get("status") != "aborted" or time.monotonic() >= deadline:
+                return execution
+            time.sleep(0.01)
 
     def execute(self, kernel_id, code, timeout=None):
         """One execution over a new websocket, closed afterwards: how the
