@@ -63,6 +63,38 @@ def alive(pid):
         return False
 
 
+def identity(pid):
+    """(pid, start time in ticks): the same process as long as it matches; None
+    once it has exited."""
+    stat = read_proc(pid, "stat").decode(errors="replace")
+    if not stat:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return (pid, int(fields[19]))
+
+
+def still_running(ident):
+    """Whether the process `identity()` returned is still the one running."""
+    return identity(ident[0]) == ident
+
+
+def parent(pid):
+    stat = read_proc(pid, "stat").decode(errors="replace")
+    return int(stat.rsplit(")", 1)[1].split()[1]) if stat else 0
+
+
+def chain_below(pid, top):
+    """The processes from `pid` up to, but not including, its ancestor `top`
+    (empty when `top` is not an ancestor)."""
+    chain = []
+    while pid > 1 and pid != top:
+        chain.append(pid)
+        pid = parent(pid)
+    return chain if pid == top else []
+
+
 def wait_for(predicate, within=20.0):
     """Polls `predicate` until it holds or `within` seconds passed; returns
     its last value."""

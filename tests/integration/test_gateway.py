@@ -35,12 +35,14 @@ from daemon_support import (  # noqa: E402
     CGROUP_ROOT,
     CORDON,
     Daemon,
-    alive,
+    chain_below,
+    identity,
     pids_in_cgroup_tree,
     pids_with_cmdline,
     pids_with_environ,
     read_proc,
     remove_cgroup_root,
+    still_running,
     wait_for,
 )
 from kernel_gateway import (  # noqa: E402
@@ -64,7 +66,7 @@ SECRET = "cordon-test-secret-" + secrets.token_hex(12)
 class Target:
     """One server speaking the protocol, and what differs between them."""
 
-    def __init__(self, name, gw, server_pid, unauthorized, daemon=None):
+    def __init__(self, name, gw, unauthorized, server_pid, daemon=None):
         self.name = name
         self.gw = gw
         self.server_pid = server_pid
@@ -107,7 +109,7 @@ def skip_unless_cordon_serves_api(tmp_path_factory):
                     "is not in this build yet)")
 
 
-def start_cordon(tmp_path_factory, state_dir, *extra, cgroup_root=GW_CGROUP_ROOT):
+def start_cordon(tmp_path_factory, state_dir, *extra, cgroup_root):
     """A daemon whose environment holds SECRET (kernels must never see it)."""
     skip_unless_cordon_serves_api(tmp_path_factory)
     env = dict(os.environ, CORDON_TEST_SECRET=SECRET)
@@ -122,22 +124,26 @@ def target(request, tmp_path_factory):
             pytest.fail("Debian's python3-jupyter-server is missing: `make deps` installs it "
                         "(apt-get install python3-jupyter-server)")
         server = JupyterServer(tmp_path_factory.mktemp("jupyter-server"))
-        yield Target("jupyter-server", Gateway(server.url, server.token), server.pid, 403)
+        yield Target("jupyter-server", Gateway(server.url, server.token), 403, server.pid)
         server.stop()
     else:
-        d = start_cordon(tmp_path_factory, tmp_path_factory.mktemp("cordon") / "state")
-        yield Target("cordon", Gateway(d.url, d.token), d.pid, 401, daemon=d)
+        root = GW_CGROUP_ROOT + "-target"
+        d = start_cordon(tmp_path_factory, tmp_path_factory.mktemp("cordon") / "state",
+                         cgroup_root=root)
+        yield Target("cordon", Gateway(d.url, d.token), 401, d.pid, daemon=d)
         assert d.stop() == 0
-        remove_cgroup_root(GW_CGROUP_ROOT)
+        remove_cgroup_root(root)
 
 
 @pytest.fixture(scope="module")
 def cordon(tmp_path_factory):
     """cordon alone, for what only cordon promises."""
-    d = start_cordon(tmp_path_factory, tmp_path_factory.mktemp("cordon-only") / "state")
-    yield Target("cordon", Gateway(d.url, d.token), d.pid, 401, daemon=d)
+    root = GW_CGROUP_ROOT + "-only"
+    d = start_cordon(tmp_path_factory, tmp_path_factory.mktemp("cordon-only") / "state",
+                     cgroup_root=root)
+    yield Target("cordon", Gateway(d.url, d.token), 401, d.pid, daemon=d)
     assert d.stop() == 0
-    remove_cgroup_root(GW_CGROUP_ROOT)
+    remove_cgroup_root(root)
 
 
 # --- kernels and their processes -------------------------------------------
@@ -154,6 +160,16 @@ class Kernel:
         self.gw.wait_ready(self.id)
         self.connection_file = self.run(
             "import sys; print(sys.argv[sys.argv.index('-f') + 1], end='')").stdout
+        # Every process between the server and the kernel too (cordon: the
+        # sandbox's init), by identity, so that a recycled pid is not taken
+        # for a survivor.
+        self.identities = {identity(p) for pid in self.pids()
+                           for p in chain_below(pid, target.server_pid) or [pid]} - {None}
+
+    def running(self):
+        """Those of the kernel's processes seen at start that still run, and
+        any process carrying its mark now."""
+        return {i[0] for i in self.identities if still_running(i)} | self.pids()
 
     def run(self, code, timeout=60):
         e = self.gw.execute(self.id, code, timeout=timeout)
@@ -187,9 +203,9 @@ def describe(pids):
 @pytest.fixture()
 def kernel(target):
     k = Kernel(target)
-    pids = k.pids()
     # The process checks below can fail only if they find the kernel alive.
-    assert pids, f"the kernel's processes cannot be found from the host ({target.name})"
+    assert k.pids() and k.identities, \
+        f"the kernel's processes cannot be found from the host ({target.name})"
     yield k
     if not k.deleted:
         k.delete()
@@ -365,7 +381,8 @@ def test_an_interrupt_is_delivered_once(kernel):
 def test_restart_keeps_the_id_and_loses_the_state(target, kernel):
     gw = kernel.gw
     kernel.run("lost = 1\nopen('survives-restart.txt', 'w').write('still here')")
-    before = kernel.pids()
+    before = {identity(p) for p in kernel.pids()} - {None}  # the kernel itself
+    assert before
     r = gw.restart(kernel.id)
     assert r.status_code == 200, (r.status_code, r.text)
     assert r.json()["id"] == kernel.id
@@ -374,7 +391,8 @@ def test_restart_keeps_the_id_and_loses_the_state(target, kernel):
     assert e.reply["status"] == "error" and e.error["ename"] == "NameError"
     assert kernel.id in [k["id"] for k in gw.kernels()]
     # A new kernel process replaced the old one (which is gone).
-    assert wait_for(lambda: not any(alive(p) for p in before))
+    assert wait_for(lambda: not any(still_running(i) for i in before)), \
+        describe({i[0] for i in before if still_running(i)})
     if target.is_cordon:
         # The same session and workspace (jupyter-server keeps its cwd too,
         # but promises nothing about it).
@@ -384,13 +402,11 @@ def test_restart_keeps_the_id_and_loses_the_state(target, kernel):
 
 
 def test_delete_answers_204_and_leaves_no_process(target, kernel):
-    pids = kernel.pids()
     r = kernel.delete()
     assert r.status_code == 204, (r.status_code, r.text)
     assert target.gw.kernel(kernel.id).status_code == 404
     assert kernel.id not in [k["id"] for k in target.gw.kernels()]
-    assert wait_for(lambda: not kernel.pids() and not any(alive(p) for p in pids)), \
-        f"left alive: {describe(kernel.pids() | {p for p in pids if alive(p)})}"
+    assert wait_for(lambda: not kernel.running()), f"left alive: {describe(kernel.running())}"
     assert target.gw.delete(kernel.id).status_code == 404
     if target.is_cordon:
         # The kernel was a cordon session: it is closed (or gone) now.
@@ -603,11 +619,9 @@ def test_a_kernel_that_swallows_interrupts_is_torn_down_after_the_grace(tmp_path
     root = GW_CGROUP_ROOT + "-grace"
     d = start_cordon(tmp_path_factory, tmp_path / "state", *INTERRUPT_GRACE, cgroup_root=root)
     try:
-        target = Target("cordon", Gateway(d.url, d.token), d.pid, 401, daemon=d)
+        target = Target("cordon", Gateway(d.url, d.token), 401, d.pid, daemon=d)
         gw = target.gw
         k = Kernel(target)
-        pids = k.pids()
-        assert pids
         ws = gw.connect(k.id)
         try:
             e = gw.send_execute(ws, SWALLOW)
@@ -637,8 +651,7 @@ def test_a_kernel_that_swallows_interrupts_is_torn_down_after_the_grace(tmp_path
             ws.close()
         assert wait_for(lambda: gw.kernel(k.id).status_code == 200 and
                         gw.kernel(k.id).json()["execution_state"] == "dead")
-        assert wait_for(lambda: not k.pids() and not any(alive(p) for p in pids)), \
-            f"left alive: {describe(k.pids() | {p for p in pids if alive(p)})}"
+        assert wait_for(lambda: not k.running()), f"left alive: {describe(k.running())}"
         assert pids_in_cgroup_tree(root) - {d.pid} == set(), \
             describe(pids_in_cgroup_tree(root) - {d.pid})
         assert v1(target).request("GET", f"/v1/sessions/{k.id}")["state"] == "invalidated"
@@ -648,7 +661,7 @@ def test_a_kernel_that_swallows_interrupts_is_torn_down_after_the_grace(tmp_path
         fresh = Kernel(target)
         assert fresh.run("1+1").text == "2"
         assert fresh.delete().status_code == 204
-        assert wait_for(lambda: not fresh.pids())
+        assert wait_for(lambda: not fresh.running())
     finally:
         assert d.stop() == 0
         remove_cgroup_root(root)
@@ -660,28 +673,28 @@ def test_sigkill_the_daemon_then_restart_no_kernel_survives(tmp_path, tmp_path_f
     first = start_cordon(tmp_path_factory, state, cgroup_root=root)
     second = None
     try:
-        target = Target("cordon", Gateway(first.url, first.token), first.pid, 401, daemon=first)
+        target = Target("cordon", Gateway(first.url, first.token), 401, first.pid, daemon=first)
         gw = target.gw
         kernels = [Kernel(target), Kernel(target)]
         workspaces = {}
         for i, k in enumerate(kernels):
             k.run(f"open('kept.txt', 'w').write('kept {i}')")
             workspaces[k.id] = v1(target).request("GET", f"/v1/sessions/{k.id}")["workspace"]
-        pids = set().union(*(k.pids() for k in kernels))
-        assert len(pids) >= 2
+        assert all(k.pids() for k in kernels)
         # One kernel is busy when the daemon dies.
         ws = gw.connect(kernels[0].id)
         e = gw.send_execute(ws, "import time\nprint('busy', flush=True)\ntime.sleep(300)")
         receive(ws, e, lambda x: "busy" in x.stdout, 30)
-        in_tree = pids_in_cgroup_tree(root)
+        ws.close()  # the execution goes on
+        in_tree = {identity(p) for p in pids_in_cgroup_tree(root)} - {None}
         first.kill()
-        ws.close()
 
         second = start_cordon(tmp_path_factory, state, cgroup_root=root)
         # Reaped before the restarted daemon answered.
-        survivors = {p for p in pids | in_tree if alive(p)}
+        survivors = {i[0] for i in in_tree if still_running(i)}
+        for k in kernels:
+            survivors |= k.running()
         assert survivors == set(), f"survived the restart: {describe(survivors)}"
-        assert not any(k.pids() for k in kernels)
         assert pids_in_cgroup_tree(root) - {second.pid} == set(), \
             describe(pids_in_cgroup_tree(root) - {second.pid})
         client = second.client()
@@ -693,7 +706,7 @@ def test_sigkill_the_daemon_then_restart_no_kernel_survives(tmp_path, tmp_path_f
             r = gw2.kernel(k.id)
             assert r.status_code == 404 or r.json()["execution_state"] == "dead", r.text
         # The restarted daemon serves new kernels.
-        fresh = Kernel(Target("cordon", gw2, second.pid, 401, daemon=second))
+        fresh = Kernel(Target("cordon", gw2, 401, second.pid, daemon=second))
         assert fresh.run("1+1").text == "2"
     finally:
         if second is not None:
