@@ -13,7 +13,11 @@ Processes are only ever looked at by pid, found by what the test gave
 them: a KERNEL_GWTEST_MARK=<random> in the kernel's environment (cordon
 passes KERNEL_* keys in), the kernel's connection file in its command line,
 or membership of the test's own cgroup root. Nothing is signalled but the
-daemons the tests started."""
+daemons the tests started.
+
+    ctest --test-dir build -R gateway          (what `make test` runs)
+    CORDON_BINARY=build/cordon /usr/bin/python3 -m pytest -q -rs tests/integration/test_gateway.py
+"""
 import json
 import os
 import re
@@ -29,7 +33,7 @@ import websocket
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
-from cordon_client import NotFoundError  # noqa: E402
+from cordon_client import ConflictError, NotFoundError  # noqa: E402
 from cordon_client.client import Session  # noqa: E402
 from daemon_support import (  # noqa: E402
     CGROUP_ROOT,
@@ -714,3 +718,60 @@ def test_sigkill_the_daemon_then_restart_no_kernel_survives(tmp_path, tmp_path_f
         elif first.proc.poll() is None:
             first.stop()
         remove_cgroup_root(root)
+
+
+def test_v1_python_sessions_exec_budget_and_timeout_ladder(cordon):
+    """cordon's own API for python sessions (issue 6): one JSON result per
+    execution, one output budget, the timeout ladder."""
+    client = v1(cordon)
+    info = client.request("POST", "/v1/sessions", {
+        "id": "gw-py", "kind": "python",
+        "limits": {"grace_ms": 1000, "output_limit_bytes": 4096}})
+    assert info["kind"] == "python" and info["state"] == "ready"
+
+    def run(code, **kw):
+        return client.request("POST", "/v1/sessions/gw-py/exec", dict(code=code, **kw))
+
+    try:
+        r = run("print('hi')\nx = 20\n1+1")
+        assert r["status"] == "ok" and r["error"] is None
+        assert r["stdout"] == "hi\n" and r["stderr"] == ""
+        assert [res["data"]["text/plain"] for res in r["results"]] == ["2"]
+        assert isinstance(r["execution_count"], int)
+        assert (r["truncated"], r["timed_out"], r["invalidated"]) == (False, False, False)
+
+        r = run("from IPython.display import display, HTML\ndisplay(HTML('<i>x</i>'))")
+        assert r["results"][0]["data"]["text/html"] == "<i>x</i>"
+        assert "metadata" in r["results"][0]
+
+        r = run("x / 0")
+        assert r["status"] == "error"
+        assert r["error"]["ename"] == "ZeroDivisionError" and r["error"]["traceback"]
+
+        # One budget for stream text and rich payloads together.
+        r = run("import sys\nfor i in range(100000):\n    sys.stdout.write('y' * 100)\n",
+                timeout_ms=60000)
+        assert r["truncated"] is True and r["invalidated"] is False
+        assert 4096 <= len(r["stdout"]) <= 4096 + 512, len(r["stdout"])
+        r = run("from IPython.display import display, HTML\n"
+                "for i in range(100):\n    display(HTML('z' * 100))\n", timeout_ms=60000)
+        assert r["truncated"] is True
+        assert sum(len(json.dumps(res["data"])) for res in r["results"]) <= 4096 + 2048
+
+        # The deadline: SIGINT, the kernel comes back, its state is kept.
+        r = run("import time\ntime.sleep(30)", timeout_ms=300)
+        assert (r["timed_out"], r["invalidated"]) == (True, False)
+        assert run("x")["results"][0]["data"]["text/plain"] == "20"
+
+        # A kernel that ignores SIGINT: torn down, the session invalidated.
+        r = run(SWALLOW, timeout_ms=300)
+        assert (r["timed_out"], r["invalidated"]) == (True, True)
+        assert client.request("GET", "/v1/sessions/gw-py")["state"] == "invalidated"
+        with pytest.raises(ConflictError):
+            run("1+1")
+        again = client.request("POST", "/v1/sessions", {"id": "gw-py", "kind": "python"})
+        assert again["generation"] == 2
+        r = run("'x' in dir()")
+        assert r["results"][0]["data"]["text/plain"] == "False"
+    finally:
+        client.request("DELETE", "/v1/sessions/gw-py")
