@@ -170,13 +170,14 @@ def report(subjects, unavailable, floor, floor_problem, runs, creates):
         print(f"{'direct ZeroMQ client (the floor)':34} {NA} ({floor_problem})")
 
     for s in subjects:
-        if s.state_at_201 - {"idle"}:
+        if "starting" in s.state_at_201:
             print(f"({s.name} answered 201 with execution_state "
                   f"{', '.join(sorted(map(str, s.state_at_201)))}: its create does not wait "
                   f"for the kernel; 'first' does)")
     by = {s.key: s for s in subjects}
     jupyter, cold, warm = by.get("jupyter"), by.get("cold"), by.get("warm")
-    print("targets:")
+    print("targets (create alone compares a 201 that means ready with one that may not; "
+          "create to first result compares the same thing):")
 
     def verdict(ok):
         return "met" if ok else "NOT met"
