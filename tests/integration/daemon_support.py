@@ -33,9 +33,20 @@ def remove_tree(path):
         pass
 
 
-def remove_cgroup_root(cgroup_root):
-    for mount in cgroup_mounts():
-        remove_tree(mount + cgroup_root)
+def remove_cgroup_root(cgroup_root, within=5.0):
+    """Removes the test's cgroup trees; a group whose last task is still
+    being reaped refuses rmdir (EBUSY) for a moment, so this retries.
+    Returns what is still there."""
+    deadline = time.monotonic() + within
+    while True:
+        left = []
+        for mount in cgroup_mounts():
+            remove_tree(mount + cgroup_root)
+            if os.path.isdir(mount + cgroup_root):
+                left.append(mount + cgroup_root)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
 
 
 def pids_in_cgroup_tree(cgroup_root):
