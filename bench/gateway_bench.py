@@ -256,9 +256,9 @@ def main():
     finally:
         for s in subjects:
             s.close()
+        shutil.rmtree(work, ignore_errors=True)
     floor, floor_problem = (None, "not asked (--url)") if a.url else zmq_floor(a.build, a.runs)
     report(subjects, unavailable, floor, floor_problem, a.runs, a.creates)
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
