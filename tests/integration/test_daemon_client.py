@@ -24,65 +24,20 @@ from cordon_client import (  # noqa: E402
     ValidationError,
 )
 
-CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
-CGROUP_ROOT = f"/cordon-pytest-{os.getpid()}"
+from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
+    CGROUP_ROOT,
+    CORDON,
+    Daemon,
+    alive as _alive,
+    cgroup_mounts as _cgroup_mounts,
+    in_namespace as _in_namespace,
+    pids_in_cgroup_tree as _pids_in_cgroup_tree,
+    read_proc as _read_proc,
+    remove_tree as _remove_tree,
+    wait_for as _wait_for,
+)
+
 CLIENT_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python")
-
-
-def _cgroup_mounts():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            if right.split(" ")[0] in ("cgroup", "cgroup2"):
-                yield left.split(" ")[4]
-
-
-def _remove_tree(path):
-    if not os.path.isdir(path):
-        return
-    for entry in os.scandir(path):
-        if entry.is_dir(follow_symlinks=False):
-            _remove_tree(entry.path)
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
-
-
-class Daemon:
-    def __init__(self, state_dir, *extra):
-        self.state_dir = str(state_dir)
-        self.log = open(os.path.join(os.path.dirname(self.state_dir), "daemon.log"), "wb")
-        self.proc = subprocess.Popen(
-            [CORDON, "serve", "--state-dir", self.state_dir, "--listen", "127.0.0.1:0",
-             "--cgroup-root", CGROUP_ROOT, *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
-        serve = os.path.join(self.state_dir, "serve.json")
-        deadline = time.monotonic() + 30
-        # serve.json is written once the daemon answers (after recovery).
-        while time.monotonic() < deadline:
-            try:
-                with open(serve) as f:
-                    info = json.load(f)
-                if info["pid"] == self.proc.pid:
-                    self.url = info["urls"][0]
-                    self.token_file = info["token_file"]
-                    return
-            except (OSError, ValueError):
-                pass
-            assert self.proc.poll() is None, "the daemon exited at start"
-            time.sleep(0.01)
-        raise TimeoutError("the daemon did not start")
-
-    def client(self, **kwargs):
-        return Client(self.url, token_file=self.token_file, **kwargs)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        status = self.proc.wait(timeout=60)
-        self.log.close()
-        return status
 
 
 @pytest.fixture(scope="module")
@@ -262,39 +217,6 @@ def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
     assert check.stdout.startswith("Client ") and str(venv) in check.stdout
 
 
-def _alive(pid):
-    """False once `pid` has exited (gone, or a zombie nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-def _in_namespace(ns):
-    """The host pids of the live processes in a pid namespace, named as a
-    sandbox prints it (`readlink /proc/self/ns/pid`): how a test sees an
-    isolated tree, whose own pids mean nothing outside."""
-    ns = ns.strip()
-    pids = []
-    for p in os.listdir("/proc"):
-        try:
-            if p.isdigit() and os.readlink(f"/proc/{p}/ns/pid") == ns and _alive(int(p)):
-                pids.append(int(p))
-        except OSError:
-            pass
-    return pids
-
-
-def _wait_for(predicate, within=20.0):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
-
 def _active_grants(state_dir):
     out = subprocess.run([CORDON, "grants", "--json", "--state-dir", state_dir],
                          capture_output=True, text=True, check=True)
@@ -337,14 +259,7 @@ def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(
     for t in threads:
         t.join()
     assert len({s.info["grant_id"] for s in results}) == 1
-    shells = []
-    for p in os.listdir("/proc"):
-        try:
-            if (p.isdigit() and open(f"/proc/{p}/comm").read() == "bash\n"
-                    and CGROUP_ROOT + "/" in open(f"/proc/{p}/cgroup").read() and _alive(int(p))):
-                shells.append(p)
-        except OSError:
-            pass
+    shells = [p for p in _pids_in_cgroup_tree(CGROUP_ROOT) if _read_proc(p, "comm") == b"bash\n"]
     assert len(shells) == 1
     workspace = results[0].info["workspace"]
     # Every runtime started is a grant: exactly one was.
