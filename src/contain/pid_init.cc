@@ -77,7 +77,9 @@ void RunInit(pid_t command, int status_fd, int keep_fd) {
         ::_exit(0);
       }
     } else if (sig > 0) {
-      ::kill(command, sig);
+      // To the command's process group (its children too, as a terminal
+      // would), or to the command alone if it has left that group.
+      if (::kill(-command, sig) != 0) ::kill(command, sig);
     }
   }
 }

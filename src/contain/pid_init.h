@@ -2,7 +2,8 @@
 // is special: it reaps orphans (without it they would stay zombies), and
 // when it exits the kernel kills everything else in the namespace, which
 // is what makes "the namespace is gone" a verified death. It forwards
-// SIGTERM, SIGINT and SIGHUP to the command, and when the command exits it
+// SIGTERM, SIGINT and SIGHUP to the command's process group (the command
+// leads one of its own), and when the command exits it
 // reports the command's wait status to the supervisor and exits itself.
 #pragma once
 
