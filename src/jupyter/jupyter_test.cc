@@ -163,7 +163,7 @@ class KernelTest : public ::testing::Test {
                                           {"store_history", true},
                                           {"user_expressions", nlohmann::json::object()},
                                           {"allow_stdin", false},
-                                          {"stop_on_error", true}});
+                                          {"stop_on_error", false}});
     collector_.emplace(request.msg_id(), budget);
     EXPECT_TRUE(client_->Send(Channel::kShell, request));
     if (then) then();
