@@ -137,7 +137,8 @@ struct Daemon::Impl {
                                    {"version", CORDON_VERSION},
                                    {"runs_active", runs->active()},
                                    {"sessions_active", sessions->live()},
-                                   {"sessions_quarantined", sessions->quarantined()}});
+                                   {"sessions_quarantined", sessions->quarantined()},
+                                   {"kernels_warm", sessions->warm()}});
     }
     if (is({"v1", "probe"})) {
       if (method != http::verb::get) return not_allowed("GET");
@@ -332,6 +333,7 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
 
   d.reactor = std::make_unique<AsioReactor>(io);
   d.options.sessions.state_dir = d.options.state_dir;
+  d.options.sessions.prespawn = d.options.gateway.prespawn;
   d.options.sessions.verify_timeout = d.options.verify_timeout;
   session::Observer observer;
   Impl* self = &d;

@@ -184,7 +184,9 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
   if (phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
   const std::string type = m.msg_type();
   if (channel == Channel::kIopub) {
-    if (type == "status") {
+    // The daemon's own kernel_info_requests (readiness retries that the
+    // kernel may still be answering) do not make it look busy.
+    if (type == "status" && !info_requests_.contains(m.parent_msg_id())) {
       std::string state = m.content.value("execution_state", "");
       if (state == "idle" || state == "busy" || state == "starting") execution_state_ = state;
       if (state == "idle") {
@@ -289,7 +291,7 @@ void Kernel::Finish() {
 // SIGINT, then `grace` for the execution's reply and idle; else teardown.
 void Kernel::Drain(std::chrono::milliseconds grace, const std::string& why) {
   phase_ = Phase::kDraining;
-  (void)execution_->Interrupt(SIGINT);
+  (void)execution_->SignalMain(SIGINT);
   alarm_->Set(grace, [this, why] {
     if (phase_ != Phase::kDraining) return;
     Escalate(why);
@@ -309,7 +311,7 @@ bool Kernel::Interrupt() {
     return false;
   }
   bool busy = running() || busy_hint_ || execution_state_ == "busy";
-  if (!execution_->Interrupt(SIGINT)) return false;
+  if (!execution_->SignalMain(SIGINT)) return false;
   if (busy && !interrupt_->armed()) {
     interrupt_->Set(context_.interrupt_grace, [this] {
       Escalate("the kernel did not come back to idle within " +

@@ -84,8 +84,10 @@ class Kernel final : public Runtime {
   // the budget the kernel is interrupted and drained; at the deadline it is
   // interrupted, and torn down if it is not idle again within the grace.
   void Exec(ExecRequest request, std::function<void(ExecResult)> done) override;
-  // SIGINT to the kernel's process group inside its boundary. If it was
-  // busy and is not idle again within interrupt_grace, it is torn down.
+  // SIGINT to the kernel inside its boundary, delivered once (through the
+  // sandbox's init when there is one: see run::Execution::SignalMain). If
+  // it was busy and is not idle again within interrupt_grace, it is torn
+  // down.
   bool Interrupt() override;
   void Kill() override;
   void RetryRelease(std::function<void(const contain::Release&)> retried) override;
@@ -95,6 +97,7 @@ class Kernel final : public Runtime {
   const std::string& grant_id() const override { return execution_->grant_id(); }
   bool restarts_on_exit() const override { return false; }
   void Describe(nlohmann::json& view) const override;
+  void Rebind(const std::string& session_id) override { session_id_ = session_id; }
 
   // The relay: a client's message, signed with this kernel's key and sent
   // on `channel` (shell, control or stdin).

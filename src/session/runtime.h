@@ -92,6 +92,8 @@ class Runtime {
   // Adds what this kind shows in a session's view (a kernel's
   // "execution_state").
   virtual void Describe(nlohmann::json& view) const { (void)view; }
+  // A pooled runtime was handed to session `session_id`.
+  virtual void Rebind(const std::string& session_id) { (void)session_id; }
 };
 
 // Starts a runtime of one kind for a session: admits `spec` (its command is

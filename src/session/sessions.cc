@@ -1,8 +1,10 @@
 #include "session/sessions.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "contain/grant.h"
 #include "contain/mounts.h"
@@ -169,6 +171,16 @@ sys::Result<void> Sessions::Recover() {
     }
     sessions_.emplace(r.id, std::move(s));
   }
+  // Pool workspaces of an earlier daemon (its runtimes were reaped).
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(options_.state_dir + "/workspaces", ec)) {
+    if (entry.path().filename().string().starts_with(".warm-")) {
+      std::error_code ignored;
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
+  FillPool();
   return {};
 }
 
@@ -249,6 +261,20 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     return done(Failure(Kind::kInvalid, invalid->message(), invalid->field));
   }
   bool reuse = s && s->state == "lost" && !request.fresh_workspace;
+  if (request.kind == "python" && !reuse && MatchesPool(request, spec)) {
+    auto warm = std::make_unique<Session>();
+    warm->generation = s ? s->generation + 1 : 1;
+    const int64_t ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
+    if (TakeWarm(id, warm, ttl_ms)) {
+      Session& session = *warm;
+      sessions_[id] = std::move(warm);
+      Record(session);
+      if (observer_.ready) observer_.ready(std::chrono::microseconds(0));
+      Log("session_ready", session, {{"warm", true}});
+      FillPool();
+      return done(Created{View(session), true});
+    }
+  }
   if (auto prepared = PrepareWorkspace(options_.state_dir, id, !reuse); !prepared) {
     return done(
         Failure(Kind::kInternal, "cannot prepare the workspace: " + prepared.error().message()));
@@ -668,13 +694,143 @@ void Sessions::Tick() {
     s->keep_workspace = false;
     s->runtime->Kill();
   }
+  FillPool();
   tick_->Set(options_.tick, [this] { Tick(); });
+}
+
+bool Sessions::MatchesPool(const CreateRequest& request, const contain::Spec& spec) const {
+  if (options_.prespawn == 0 || !options_.python) return false;
+  const contain::Spec defaults;
+  const contain::Limits& l = spec.limits;
+  const contain::Limits& d = defaults.limits;
+  bool default_limits = l.timeout_ms == d.timeout_ms && l.grace_ms == d.grace_ms &&
+                        l.output_limit_bytes == d.output_limit_bytes &&
+                        l.memory_bytes == d.memory_bytes && l.pids == d.pids &&
+                        l.cpu_seconds == d.cpu_seconds && l.file_size_bytes == d.file_size_bytes &&
+                        l.open_files == d.open_files &&
+                        l.address_space_bytes == d.address_space_bytes;
+  (void)request;
+  return spec.env.empty() && default_limits && spec.required.empty() && !spec.permissive &&
+         spec.isolation.level == defaults.isolation.level &&
+         spec.isolation.network == defaults.isolation.network && spec.isolation.binds.empty() &&
+         defaults.isolation.enabled();
+}
+
+size_t Sessions::warm() const {
+  return static_cast<size_t>(
+      std::count_if(pool_.begin(), pool_.end(), [](const auto& e) { return e.second.ready; }));
+}
+
+// Starts pool runtimes until there are options_.prespawn of them (ready or
+// starting). Each gets a workspace of its own (named so that no session id
+// can collide with it), renamed to the session's when it is handed out: a
+// sandbox sees it at /workspace either way.
+void Sessions::FillPool() {
+  if (stopping_ || !options_.python || !contain::Spec().isolation.enabled()) return;
+  while (pool_.size() < options_.prespawn) {
+    const std::string parent = options_.state_dir + "/workspaces";
+    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return;
+    const std::string key = ".warm-" + sys::RandomHex(6);
+    const std::string workspace = parent + "/" + key;
+    if (::mkdir(workspace.c_str(), 0700) != 0) return;
+    contain::Spec spec;
+    spec.workspace = workspace;
+    spec.owner = "session-pool";
+    spec.argv = {"/usr/bin/python3"};
+    AddAllowlist(spec, workspace, "python");
+    auto binding = std::make_shared<Binding>(Binding{key, 0, true});
+    Runtime::Events events;
+    events.ready = [this, binding] {
+      if (!binding->pooled) return OnReady(binding->id, binding->generation);
+      auto it = pool_.find(binding->id);
+      if (it == pool_.end()) return;
+      it->second.ready = true;
+      if (observer_.log) {
+        observer_.log("pool_ready",
+                      {{"pool_id", binding->id},
+                       {"ready_us", std::chrono::duration_cast<std::chrono::microseconds>(
+                                        Clock::now() - it->second.started)
+                                        .count()}});
+      }
+    };
+    events.ended = [this, binding](Runtime::Ended ended) {
+      if (!binding->pooled) return OnEnded(binding->id, binding->generation, std::move(ended));
+      auto it = pool_.find(binding->id);
+      if (it == pool_.end()) return;
+      if (observer_.released) observer_.released(ended.run.release);
+      if (observer_.log) {
+        // A pool runtime whose teardown was not verified keeps its grant
+        // active: the next daemon's recovery reaps it.
+        observer_.log(ended.run.release.dead ? "pool_runtime_ended" : "pool_runtime_survivors",
+                      {{"pool_id", binding->id},
+                       {"why", ended.why},
+                       {"survivors", ended.run.release.survivors}});
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(it->second.workspace, ec);
+      retired_.push_back(std::move(it->second.runtime));
+      pool_.erase(it);
+      MaybeFinishShutdown();
+    };
+    auto runtime = options_.python(key, spec, std::move(events));
+    if (!runtime) {
+      if (observer_.log) observer_.log("pool_start_failed", {{"error", runtime.error().message}});
+      std::error_code ec;
+      std::filesystem::remove_all(workspace, ec);
+      return;  // tried again at the next tick
+    }
+    Warm w;
+    w.runtime = std::move(*runtime);
+    w.binding = binding;
+    w.spec = std::move(spec);
+    w.workspace = workspace;
+    w.started = Clock::now();
+    pool_.emplace(key, std::move(w));
+  }
+}
+
+bool Sessions::TakeWarm(const std::string& id, std::unique_ptr<Session>& session, int64_t ttl_ms) {
+  auto it = std::find_if(pool_.begin(), pool_.end(), [](const auto& e) {
+    return e.second.ready && e.second.runtime && e.second.runtime->ready();
+  });
+  if (it == pool_.end()) return false;
+  const std::string workspace = WorkspacePath(options_.state_dir, id);
+  if (!RemoveWorkspace(options_.state_dir, id)) return false;
+  if (::rename(it->second.workspace.c_str(), workspace.c_str()) != 0) return false;
+  Warm w = std::move(it->second);
+  pool_.erase(it);
+  Session& s = *session;
+  s.id = id;
+  s.kind = "python";
+  s.spec = std::move(w.spec);
+  s.spec.workspace = workspace;
+  s.spec.owner = "session:" + id;
+  s.ttl_ms = ttl_ms;
+  s.summary = contain::SpecSummary(s.spec);
+  s.summary.erase("argv");
+  s.summary.erase("stdin_bytes");
+  s.summary["workspace_reused"] = false;
+  s.summary["warm"] = true;
+  s.runtime = std::move(w.runtime);
+  s.grant_id = s.runtime->grant_id();
+  s.runtime->Rebind(id);
+  s.state = "ready";
+  s.created_at_ms = store::NowMs();
+  s.born = s.last_used = s.starting_since = Clock::now();
+  // From here on the runtime's events are the session's.
+  w.binding->id = id;
+  w.binding->generation = s.generation;
+  w.binding->pooled = false;
+  return true;
 }
 
 void Sessions::Shutdown(std::function<void(bool)> done) {
   shutdown_ = std::move(done);
   stopping_ = true;
   tick_->Cancel();
+  std::vector<Runtime*> pooled;
+  for (auto& [key, w] : pool_) pooled.push_back(w.runtime.get());
+  for (Runtime* runtime : pooled) runtime->Kill();
   // Every live session is marked before any is killed: a teardown may end
   // at once, and the shutdown is over only when none is left closing.
   std::vector<Runtime*> kill;
@@ -690,6 +846,7 @@ void Sessions::Shutdown(std::function<void(bool)> done) {
 
 void Sessions::MaybeFinishShutdown() {
   if (!stopping_ || !shutdown_) return;
+  if (!pool_.empty()) return;
   for (const auto& [id, s] : sessions_) {
     if (s->closing || (s->runtime && s->state == "starting")) return;
   }

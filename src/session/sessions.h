@@ -53,6 +53,12 @@ struct SessionOptions {
   // Starts a `python` session's kernel; null: this daemon has no kernels
   // (the statically linked cordon without cordon-serve).
   RuntimeFactory python;
+  // Python runtimes kept started and ready (the warm pool), handed to a new
+  // python session whose request declares nothing of its own (no env,
+  // limits, requirements; the default isolation, which must be a sandbox:
+  // the kernel's HOME is then /workspace, whatever the directory is named
+  // outside). Refilled in the background.
+  size_t prespawn = 0;
 };
 
 struct CreateRequest {
@@ -125,6 +131,7 @@ class Sessions final {
 
   size_t live() const;
   size_t quarantined() const;
+  size_t warm() const;  // ready in the pool
 
  private:
   struct Pending {
@@ -157,6 +164,22 @@ class Sessions final {
     std::chrono::steady_clock::time_point starting_since;
   };
 
+  // Where a runtime's events go: a pool entry until it is handed out, then
+  // a session's generation.
+  struct Binding {
+    std::string id;  // the pool key, then the session id
+    int64_t generation = 0;
+    bool pooled = true;
+  };
+  struct Warm {
+    std::unique_ptr<Runtime> runtime;
+    std::shared_ptr<Binding> binding;
+    contain::Spec spec;
+    std::string workspace;
+    bool ready = false;
+    std::chrono::steady_clock::time_point started;
+  };
+
   Sessions(sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
            const contain::Probe& probe, SessionOptions options, Observer observer)
       : reactor_(reactor),
@@ -181,6 +204,11 @@ class Sessions final {
   void FailQueue(Session& s, const Error& error);
   std::optional<Error> Unusable(Session& s);
   void Tick();
+  void FillPool();
+  bool MatchesPool(const CreateRequest& request, const contain::Spec& spec) const;
+  // Hands a ready pool runtime to session `id` (generation `generation`);
+  // false when none is ready or the workspace cannot be moved.
+  bool TakeWarm(const std::string& id, std::unique_ptr<Session>& session, int64_t ttl_ms);
   void MaybeFinishShutdown();
 
   sys::Reactor& reactor_;
@@ -193,6 +221,7 @@ class Sessions final {
   // Runtimes that ended and were replaced; destroyed at the next tick or
   // with the Sessions, never from inside their own callbacks.
   std::vector<std::unique_ptr<Runtime>> retired_;
+  std::map<std::string, Warm> pool_;
   std::unique_ptr<Alarm> tick_;
   std::function<void(bool)> shutdown_;  // set while stopping, until called
   bool stopping_ = false;

@@ -53,22 +53,48 @@ class Channels final {
     std::string port = hostport.substr(hostport.rfind(':') + 1);
     asio::ip::tcp::resolver resolver(io_);
     asio::connect(ws_.next_layer(), resolver.resolve(host, port));
-    timeval tv{60, 0};
-    ::setsockopt(ws_.next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ws_.handshake(hostport, target);
   }
   void Send(const json& message) { ws_.write(asio::buffer(message.dump())); }
-  // The next message, or null after an error (a timeout).
-  json Next() {
+  // The next message, or null after an error or `within` without one (the
+  // connection is then unusable).
+  json Next(milliseconds within = seconds(60)) {
     beast::flat_buffer buffer;
-    beast::error_code ec;
-    ws_.read(buffer, ec);
-    if (ec) return nullptr;
+    std::optional<beast::error_code> result;
+    ws_.async_read(buffer, [&](beast::error_code ec, size_t) { result = ec; });
+    io_.restart();
+    io_.run_for(within);
+    if (!result) {
+      beast::error_code ignored;
+      ws_.next_layer().close(ignored);
+      io_.restart();
+      io_.run_for(seconds(1));
+      return nullptr;
+    }
+    if (*result) return nullptr;
     return json::parse(beast::buffers_to_string(buffer.data()), nullptr, false);
+  }
+  // Reads until a message of `msg_type` whose parent is `parent` (any
+  // parent when empty) arrives; that message, or null.
+  json Until(const std::string& msg_type, const std::string& parent = "") {
+    for (int i = 0; i < 1000; ++i) {
+      json m = Next();
+      if (m.is_null()) return nullptr;
+      if (m["msg_type"] == msg_type &&
+          (parent.empty() || m["parent_header"].value("msg_id", "") == parent)) {
+        return m;
+      }
+    }
+    return nullptr;
   }
   // Sends an execute_request and collects its messages until both its
   // execute_reply and its idle have come (messages filtered by parent id).
   std::vector<json> Execute(const std::string& code, bool with_channel = true) {
+    Start(code, with_channel);
+    return Collect();
+  }
+  // Sends an execute_request; returns its msg_id.
+  std::string Start(const std::string& code, bool with_channel = true) {
     std::string msg_id = jupyter::NewUuid();
     json m = {{"header",
                {{"msg_id", msg_id},
@@ -83,7 +109,7 @@ class Channels final {
                 {"store_history", true},
                 {"user_expressions", json::object()},
                 {"allow_stdin", false},
-                {"stop_on_error", true}}}};
+                {"stop_on_error", false}}}};
     if (with_channel) {
       m["channel"] = "shell";
       m["metadata"] = json::object();
@@ -91,6 +117,11 @@ class Channels final {
     }
     Send(m);
     last_id_ = msg_id;
+    return msg_id;
+  }
+  // The messages of the last request until its execute_reply and idle.
+  std::vector<json> Collect() {
+    const std::string msg_id = last_id_;
     std::vector<json> out;
     bool reply = false, idle = false;
     while (!(reply && idle)) {
@@ -510,47 +541,100 @@ TEST_F(GatewayTest, AnInterruptBringsItBackOrTheKernelIsTornDown) {
   json model = CreateKernel();
   const std::string id = model["id"];
   auto ws = Connect(id);
-  // Interrupt a sleep: idle again, kept.
-  std::thread interrupter([&] {
-    Eventually([&] { return Kernel(id)["execution_state"] == "busy"; });
-    std::this_thread::sleep_for(milliseconds(300));  // let the sleep begin
-    HttpClient c = daemon_->Client();
-    EXPECT_EQ(c.Request("POST", "/api/kernels/" + id + "/interrupt").status, 204);
-  });
-  auto messages = ws->Execute("import time\ntime.sleep(100)");
-  interrupter.join();
+  // Interrupt a sleep (once it has begun: the kernel ignores SIGINT between
+  // executions): idle again, kept.
+  std::string request = ws->Start("import time\nprint('sleeping', flush=True)\ntime.sleep(100)");
+  ASSERT_TRUE(ws->Until("stream", request).is_object());
+  EXPECT_EQ(client_->Request("POST", "/api/kernels/" + id + "/interrupt").status, 204);
+  auto messages = ws->Collect();
   // ipykernel reports it in the reply (and on stderr), not always as `error`.
   EXPECT_EQ(Find(messages, "execute_reply")["content"]["ename"], "KeyboardInterrupt");
   EXPECT_EQ(Kernel(id)["execution_state"], "idle");
+  auto kept = ws->Execute("'kept'");
+  EXPECT_EQ(Find(kept, "execute_result")["content"]["data"]["text/plain"], "'kept'")
+      << json(kept).dump();
 
   // A kernel that swallows KeyboardInterrupt: torn down after the grace,
   // dead, and connected clients told so.
-  ws->Send({{"channel", "shell"},
-            {"header",
-             {{"msg_id", jupyter::NewUuid()}, {"msg_type", "execute_request"}, {"version", "5.3"}}},
-            {"parent_header", json::object()},
-            {"metadata", json::object()},
-            {"content",
-             {{"code",
-               "import time\nwhile True:\n  try:\n    time.sleep(100)\n"
-               "  except KeyboardInterrupt:\n    pass"},
-              {"silent", false}}}});
-  ASSERT_TRUE(Eventually([&] { return Kernel(id)["execution_state"] == "busy"; }));
-  std::this_thread::sleep_for(milliseconds(300));  // let the loop begin
+  request = ws->Start(
+      "import time\nwhile True:\n  try:\n    print('looping', flush=True)\n"
+      "    time.sleep(100)\n  except KeyboardInterrupt:\n    pass");
+  ASSERT_TRUE(ws->Until("stream", request).is_object());
   EXPECT_EQ(client_->Request("POST", "/api/kernels/" + id + "/interrupt").status, 204);
-  bool dead = false;
-  for (int i = 0; i < 200 && !dead; ++i) {
-    json m = ws->Next();
-    if (m.is_null()) break;
-    dead = m["msg_type"] == "status" && m["content"]["execution_state"] == "dead";
+  json dead = ws->Until("status");
+  while (dead.is_object() && dead["content"]["execution_state"] != "dead") {
+    dead = ws->Until("status");
   }
-  EXPECT_TRUE(dead);
+  ASSERT_TRUE(dead.is_object()) << daemon_->Log();
   EXPECT_EQ(Kernel(id)["execution_state"], "dead");
   // A new kernel is unaffected.
   json fresh = CreateKernel();
   EXPECT_EQ(
       Find(Connect(fresh["id"])->Execute("1+1"), "execute_result")["content"]["data"]["text/plain"],
       "2");
+}
+
+}  // namespace
+}  // namespace cordon::testing
+
+namespace cordon::testing {
+namespace {
+
+class GatewayLimitsTest : public GatewayTest {
+ protected:
+  std::vector<std::string> Args() override { return {"--max-message-size", "64K"}; }
+};
+
+TEST_F(GatewayLimitsTest, AMessageOverTheFrameLimitIsRefusedNeverCut) {
+  json model = CreateKernel();
+  auto ws = Connect(model["id"]);
+  auto messages = ws->Execute("print('x' * 200000)\nprint('after')");
+  json refused = Find(messages, "error");
+  ASSERT_TRUE(refused.is_object());
+  EXPECT_EQ(refused["content"]["ename"], "CordonRelayError");
+  EXPECT_NE(refused["content"]["evalue"].get<std::string>().find("over the limit"),
+            std::string::npos);
+  for (const json& m : messages) {
+    if (m["msg_type"] == "stream") {
+      // Whatever was relayed is whole: no cut stream of x's.
+      std::string text = m["content"]["text"];
+      EXPECT_TRUE(text.find('x') == std::string::npos || text.size() >= 200000) << text.size();
+    }
+  }
+  EXPECT_EQ(Find(messages, "execute_reply")["content"]["status"], "ok");
+}
+
+class PoolTest : public GatewayTest {
+ protected:
+  std::vector<std::string> Args() override { return {"--prespawn", "1"}; }
+  size_t Warm() { return client_->Get("/v1/health").Json().value("kernels_warm", 0); }
+};
+
+TEST_F(PoolTest, AWarmKernelIsHandedOutOnlyToARequestThatDeclaresNothing) {
+  ASSERT_TRUE(Eventually([&] { return Warm() == 1; }, seconds(60)));
+  auto started = std::chrono::steady_clock::now();
+  json model = CreateKernel();
+  auto took = std::chrono::steady_clock::now() - started;
+  const std::string id = model["id"];
+  EXPECT_LT(took, milliseconds(500));
+  json session = client_->Get("/v1/sessions/" + id).Json();
+  EXPECT_EQ(session["spec"].value("warm", false), true);
+  // Its workspace is the session's own, at /workspace inside.
+  auto ws = Connect(id);
+  json out =
+      Find(ws->Execute("import os\nopen('w.txt','w').write('warm')\nprint(os.getcwd())"), "stream");
+  EXPECT_EQ(out["content"]["text"], "/workspace\n");
+  EXPECT_EQ(client_->Get("/v1/sessions/" + id + "/files/w.txt").body, "warm");
+  // The pool refills in the background.
+  EXPECT_TRUE(Eventually([&] { return Warm() == 1; }, seconds(60)));
+  // A request that declares env starts cold: exactly its environment.
+  json cold = CreateKernel({{"env", {{"KERNEL_ID_HINT", "x"}}}});
+  EXPECT_FALSE(client_->Get("/v1/sessions/" + cold["id"].get<std::string>())
+                   .Json()["spec"]
+                   .value("warm", false));
+  // SIGTERM with a pool: everything torn down, exit 0.
+  daemon_->Signal(SIGTERM);
+  EXPECT_EQ(daemon_->Wait(), 0) << daemon_->Log();
 }
 
 }  // namespace
