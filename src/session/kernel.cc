@@ -210,6 +210,16 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
     if (info_ && iopub_seen_) OnReady();
     return;
   }
+  if (collector_ && channel == Channel::kIopub && type == "execute_input" &&
+      m.parent_msg_id() == collector_->msg_id()) {
+    // The kernel now handles SIGINT for this execution (before, it ignores
+    // it): an interrupt that was due is sent now.
+    begun_ = true;
+    if (interrupt_due_) {
+      interrupt_due_ = false;
+      (void)execution_->SignalMain(SIGINT);
+    }
+  }
   if (collector_ && (phase_ == Phase::kRunning || phase_ == Phase::kDraining)) {
     if (collector_->Feed(channel, m)) return Finish();
     if (collector_->over_budget() && phase_ == Phase::kRunning) {
@@ -248,6 +258,8 @@ void Kernel::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
   exec_done_ = std::move(done);
   phase_ = Phase::kRunning;
   timed_out_ = false;
+  begun_ = false;
+  interrupt_due_ = false;
   exec_started_ = Clock::now();
   jupyter::Message m =
       client_->Make("execute_request", {{"code", request_.command},
@@ -291,7 +303,11 @@ void Kernel::Finish() {
 // SIGINT, then `grace` for the execution's reply and idle; else teardown.
 void Kernel::Drain(std::chrono::milliseconds grace, const std::string& why) {
   phase_ = Phase::kDraining;
-  (void)execution_->SignalMain(SIGINT);
+  if (begun_) {
+    (void)execution_->SignalMain(SIGINT);
+  } else {
+    interrupt_due_ = true;  // sent when its execute_input shows it began
+  }
   alarm_->Set(grace, [this, why] {
     if (phase_ != Phase::kDraining) return;
     Escalate(why);

@@ -146,6 +146,8 @@ class Kernel final : public Runtime {
   ExecRequest request_;
   std::function<void(ExecResult)> exec_done_;
   bool timed_out_ = false;
+  bool begun_ = false;          // its execute_input arrived: the kernel handles SIGINT now
+  bool interrupt_due_ = false;  // the deadline or budget came before that
   std::chrono::steady_clock::time_point exec_started_;
 };
 
