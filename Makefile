@@ -16,6 +16,7 @@ PACKAGES := cmake ninja-build g++ make pkg-config \
 	libseccomp-dev libtomlplusplus-dev \
 	libgtest-dev libgmock-dev libzmq3-dev \
 	python3 python3-pytest python3-ipykernel python3-venv python3-setuptools python3-wheel \
+	python3-requests python3-websocket python3-jupyter-server \
 	util-linux procps
 BENCH_PACKAGES := hyperfine bubblewrap firejail
 

@@ -7,6 +7,8 @@
      ready), each followed by a DELETE;
   3. runs per second with 4 concurrent clients, and how busy both cores were.
 
+Each under the default isolation (standard) and under `isolation: none`.
+
 Usage: daemon.py CORDON_BINARY [ROUNDS]"""
 import json
 import os
@@ -58,35 +60,42 @@ def row(name, samples):
     return statistics.median(s)
 
 
-def cli_true():
-    pid = os.posix_spawn(cordon, [cordon, "run", "--state-dir", state + "-cli",
+def cli_true(level):
+    pid = os.posix_spawn(cordon, [cordon, "run", "--state-dir", state + "-cli", "--isolation", level,
                                   "--cgroup-root", cgroup_root, "--", "/bin/true"], os.environ)
     os.waitpid(pid, 0)
 
 
-session = client.session("bench")
+LEVELS = ("standard", "none")
+sessions = {level: client.session(f"bench-{level}", isolation=level) for level in LEVELS}
 for _ in range(50):  # warm-up
-    session.exec("echo hi")
-    client.run(argv=["/bin/true"])
-    cli_true()
+    for level in LEVELS:
+        sessions[level].exec("echo hi")
+        client.run(argv=["/bin/true"], isolation=level)
+        cli_true(level)
 
 print(f"== daemon: round trips, {rounds} each, interleaved warm-up, keep-alive HTTP on loopback")
 print(f"{'':44} {'median ms':>9} {'p90':>9} {'min':>9}")
-exec_ms = row("session exec `echo hi` (HTTP)", timed(lambda: session.exec("echo hi"), rounds))
-run_ms = row("POST /v1/runs /bin/true (HTTP)", timed(lambda: client.run(argv=["/bin/true"]), rounds))
-cli_ms = row("cordon run -- /bin/true (CLI)", timed(cli_true, rounds))
-print(f"exec round trip vs one-shot HTTP run: {exec_ms / run_ms:.2f}; HTTP run vs CLI run: {run_ms / cli_ms:.2f}")
+for level in LEVELS:
+    exec_ms = row(f"session exec `echo hi` (HTTP, {level})",
+                  timed(lambda: sessions[level].exec("echo hi"), rounds))
+    run_ms = row(f"POST /v1/runs /bin/true (HTTP, {level})",
+                 timed(lambda: client.run(argv=["/bin/true"], isolation=level), rounds))
+    cli_ms = row(f"cordon run -- /bin/true (CLI, {level})", timed(lambda: cli_true(level), rounds))
+    print(f"  {level}: exec round trip vs one-shot HTTP run: {exec_ms / run_ms:.2f}; "
+          f"HTTP run vs CLI run: {run_ms / cli_ms:.2f}")
 
 print()
 n = max(20, rounds // 6)
-create = []
-for i in range(n):
-    t = time.perf_counter()
-    s = client.session(f"c{i}")
-    create.append((time.perf_counter() - t) * 1000)
-    s.close()
-print(f"== session create-to-ready ({n}, each closed after)")
-row("POST /v1/sessions (answers when ready)", create)
+print(f"== session create-to-ready ({n} each, each closed after)")
+for level in LEVELS:
+    create = []
+    for i in range(n):
+        t = time.perf_counter()
+        s = client.session(f"c{i}-{level}", isolation=level)
+        create.append((time.perf_counter() - t) * 1000)
+        s.close()
+    row(f"POST /v1/sessions ({level}; answers when ready)", create)
 
 
 def cpu_busy():
@@ -99,14 +108,12 @@ def cpu_busy():
 print()
 duration = float(os.environ.get("THROUGHPUT_SECONDS", "5"))
 clients = int(os.environ.get("CLIENTS", "4"))
-counts = [0] * clients
-stop = time.monotonic() + duration
 
 
-def worker(i):
+def worker(i, level):
     c = Client(url, token_file=info["token_file"])
     while time.monotonic() < stop:
-        r = c.run(argv=["/bin/true"])
+        r = c.run(argv=["/bin/true"], isolation=level)
         assert r["release"]["dead"]
         counts[i] += 1
 
@@ -117,24 +124,28 @@ def daemon_ticks():
     return int(fields[11]) + int(fields[12])  # utime + stime of the loop's thread
 
 
-busy0, total0 = cpu_busy()
-d0 = daemon_ticks()
-t0 = time.monotonic()
-threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-elapsed = time.monotonic() - t0
-busy1, total1 = cpu_busy()
-d1 = daemon_ticks()
-ncpu = os.cpu_count()
-print(f"== throughput: {clients} concurrent clients, POST /v1/runs /bin/true for {duration:.0f} s")
-print(f"runs per second: {sum(counts) / elapsed:.0f}  (total {sum(counts)}); "
-      f"CPU busy: {100 * (busy1 - busy0) / (total1 - total0):.0f}% of {ncpu} cores; "
-      f"the daemon's loop: {100 * (d1 - d0) / os.sysconf('SC_CLK_TCK') / elapsed:.0f}% of one core")
+for level in LEVELS:
+    counts = [0] * clients
+    stop = time.monotonic() + duration
+    busy0, total0 = cpu_busy()
+    d0 = daemon_ticks()
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(i, level)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - t0
+    busy1, total1 = cpu_busy()
+    d1 = daemon_ticks()
+    ncpu = os.cpu_count()
+    print(f"== throughput ({level}): {clients} concurrent clients, POST /v1/runs /bin/true for {duration:.0f} s")
+    print(f"runs per second: {sum(counts) / elapsed:.0f}  (total {sum(counts)}); "
+          f"CPU busy: {100 * (busy1 - busy0) / (total1 - total0):.0f}% of {ncpu} cores; "
+          f"the daemon's loop: {100 * (d1 - d0) / os.sysconf('SC_CLK_TCK') / elapsed:.0f}% of one core")
 
-session.close()
+for session in sessions.values():
+    session.close()
 daemon.send_signal(signal.SIGTERM)
 daemon.wait(timeout=60)
 subprocess.run(["rm", "-rf", work])

@@ -16,6 +16,11 @@
 #  5. the daemon (bench/daemon.py): session exec round trip, POST /v1/runs
 #     and `cordon run` side by side, session create-to-ready, runs per
 #     second with 4 concurrent clients.
+#  6. the Kernel Gateway surface (bench/gateway_bench.py): kernel create and
+#     create-to-first-result, `1+1` round trips over a new and an open
+#     websocket, for Debian's jupyter-server, cordon cold and cordon
+#     --prespawn 2 with the same ipykernel, and a direct ZeroMQ client
+#     (build/bench/zmq_direct) as the floor.
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -143,3 +148,10 @@ echo
 # 5. the daemon: exec round trip, one-shot runs over HTTP and from the CLI,
 #    session create-to-ready, throughput with 4 concurrent clients.
 /usr/bin/python3 "$(dirname "$0")/daemon.py" "$cordon" "${DAEMON_RUNS:-300}"
+
+pause
+echo
+# 6. the Kernel Gateway surface, against jupyter-server, and the ZeroMQ floor.
+cmake --build "$build" --target zmq_direct >/dev/null
+/usr/bin/python3 "$(dirname "$0")/gateway_bench.py" "$build" --runs "${GATEWAY_RUNS:-30}" \
+  --creates "${GATEWAY_CREATES:-5}"

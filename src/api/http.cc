@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <deque>
 #include <limits>
+#include <type_traits>
 
 #include "sys/json_text.h"
 
@@ -409,6 +410,12 @@ class Listener final : public std::enable_shared_from_this<Listener<Protocol>> {
     acceptor_.async_accept([self](beast::error_code ec, typename Protocol::socket socket) {
       if (!self->acceptor_.is_open()) return;
       if (!ec) {
+        if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+          // Answers go out at once: with Nagle's algorithm a response's last
+          // segment waits for the client's delayed ACK (40 ms on Linux).
+          beast::error_code ignored;
+          socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+        }
         std::make_shared<Connection<typename Protocol::socket>>(std::move(socket), self->limits_,
                                                                 self->hooks_)
             ->Start();

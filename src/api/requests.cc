@@ -115,9 +115,6 @@ Parsed<void> Common(const json& body, contain::Spec& spec) {
   CORDON_RETURN_IF_ERROR(Limits(body, spec.limits));
   CORDON_RETURN_IF_ERROR(Require(body, spec));
   CORDON_ASSIGN_OR_RETURN(spec.permissive, Bool(body, "permissive"));
-  // Until the daemon's sessions are adapted to sandboxes, requests that do
-  // not ask for isolation get none.
-  spec.isolation.level = contain::Isolation::kNone;
   if (body.contains("isolation")) CORDON_RETURN_IF_ERROR(ApplyIsolation(body["isolation"], spec));
   return {};
 }

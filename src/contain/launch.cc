@@ -6,12 +6,17 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <span>
+#include <sstream>
+#include <string>
 
 #include "contain/landlock.h"
 #include "contain/mounts.h"
@@ -63,7 +68,10 @@ struct ChildPlan {
   bool drop_privileges;
   const LandlockPlan* landlock;      // null: none
   const struct sock_fprog* seccomp;  // null: none
+  std::span<char> command_line;      // the supervisor's, for the init to overwrite
 };
+
+constexpr char kInitTitle[] = "cordon-init";
 
 // --- Child side: async-signal-safe only. ---
 
@@ -199,11 +207,41 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
   pid_t command = ::clone(CommandEntry, command_stack + sizeof command_stack,
                           CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&p));
   if (command < 0) Report(p, SetupStep::kInit, errno);
+  // The init is a copy of the supervisor: unrenamed, the sandbox would read
+  // the supervisor's command line (`cordon serve --state-dir ...`) as pid 1's.
+  // This overwrites the copy's; the supervisor's own is not touched.
+  ::prctl(PR_SET_NAME, kInitTitle);
+  if (!p.command_line.empty()) {
+    std::memset(p.command_line.data(), 0, p.command_line.size());
+    std::memcpy(p.command_line.data(), kInitTitle,
+                std::min(sizeof kInitTitle - 1, p.command_line.size() - 1));
+  }
   RunInit(command, p.status_fd, p.lease_fd);
 }
 #undef CORDON_STEP
 
 // --- Parent side. ---
+
+// This process's command line, [arg_start, arg_end) of /proc/self/stat
+// (fields 48 and 49); empty if it cannot be read.
+std::span<char> OwnCommandLine() {
+  static const std::span<char> line = []() -> std::span<char> {
+    std::ifstream in("/proc/self/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) return {};
+    std::istringstream fields(stat.substr(close + 1));
+    std::string field;
+    uintptr_t start = 0, end = 0;
+    for (int n = 3; fields >> field && n <= 49; ++n) {  // field 3 follows the name
+      if (n == 48) start = std::stoull(field);
+      if (n == 49) end = std::stoull(field);
+    }
+    if (start == 0 || end <= start) return {};
+    return {reinterpret_cast<char*>(start), end - start};
+  }();
+  return line;
+}
 
 // Moves `fd` to a number >= 3 so the child's dup2 onto 0..2 cannot clobber
 // another of its descriptors (the supervisor may run with 0..2 closed).
@@ -417,6 +455,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .drop_privileges = sandbox != nullptr,
       .landlock = sandbox != nullptr ? sandbox->landlock() : nullptr,
       .seccomp = sandbox != nullptr ? sandbox->seccomp() : nullptr,
+      .command_line = namespaced ? OwnCommandLine() : std::span<char>{},
   };
 
   int pidfd = -1;

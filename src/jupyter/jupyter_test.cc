@@ -157,6 +157,8 @@ class KernelTest : public ::testing::Test {
   std::optional<ExecuteOutput> Execute(const std::string& code, size_t budget = 1 << 20,
                                        std::chrono::milliseconds limit = std::chrono::seconds(60),
                                        std::function<void()> then = {}) {
+    // stop_on_error would have ipykernel abort the requests that arrive just
+    // after an error (a KeyboardInterrupt included) instead of running them.
     Message request =
         client_->Make("execute_request", {{"code", code},
                                           {"silent", false},

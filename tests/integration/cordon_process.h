@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -58,10 +59,22 @@ class Cordon {
   }
   pid_t pid() const { return pid_; }
   const std::string& out_path() const { return out_; }
+  // A cordon the test did not wait for (it failed an assertion early) is
+  // asked to stop, tearing down what it runs, and reaped: nothing outlives
+  // the test.
+  ~Cordon() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Cordon(const Cordon&) = delete;
+  Cordon& operator=(const Cordon&) = delete;
+
   Ran Wait() {
     Ran r;
     int status = 0;
     ::wait4(pid_, &status, 0, &r.usage);
+    pid_ = -1;
     r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     r.out = Slurp(out_);
     r.err = Slurp(err_);

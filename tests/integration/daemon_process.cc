@@ -34,6 +34,9 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args, std::string st
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
+  // Nothing of the test's own descriptors: a daemon left behind by a crashed
+  // test must not hold ctest's output pipe open.
+  posix_spawn_file_actions_adddup2(&actions, 2, 1);
   int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return;

@@ -33,20 +33,37 @@ bool Eventually(F done, std::chrono::milliseconds within = seconds(20)) {
   return done();
 }
 
-// Processes whose working directory is `dir` and whose name is `comm`.
-std::vector<pid_t> ProcessesIn(const std::string& dir, const std::string& comm) {
+// The host's pids of every process in a pid namespace, named as a sandbox
+// prints it (`readlink /proc/self/ns/pid`, "pid:[INODE]"): how a test sees
+// an isolated tree, whose own pids mean nothing outside, from the host.
+// Tests name it by the shell's `$$`, not by a background job's `$!`:
+// `setsid` forks when it leads a process group, and its first process may be
+// gone by then (while that fork is under way there are four processes).
+std::vector<pid_t> ProcessesInNamespace(std::string ns) {
+  while (!ns.empty() && ns.back() == '\n') ns.pop_back();
   std::vector<pid_t> out;
   std::error_code ec;
-  auto want = std::filesystem::canonical(dir, ec);
-  if (ec) return out;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::error_code e2;
-    auto cwd = std::filesystem::read_symlink(entry.path() / "cwd", e2);
-    if (e2 || cwd != want) continue;
-    std::string c = Slurp(entry.path() / "comm");
-    if (c == comm + "\n" && !Exited(std::stoi(name))) out.push_back(std::stoi(name));
+    auto link = std::filesystem::read_symlink(entry.path() / "ns" / "pid", e2);
+    if (!e2 && link == ns && !Exited(std::stoi(name))) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// The live processes named `comm` in the cgroups beneath the tests' root,
+// isolated or not: every runtime the test's daemons started.
+std::vector<pid_t> ProcessesInTestCgroups(const std::string& comm) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (Slurp(entry.path() / "comm") != comm + "\n") continue;
+    if (Slurp(entry.path() / "cgroup").find(CgroupRoot() + "/") == std::string::npos) continue;
+    if (!Exited(std::stoi(name))) out.push_back(std::stoi(name));
   }
   return out;
 }
@@ -239,9 +256,13 @@ TEST_F(DaemonTest, ARunReturnsTheRunResult) {
                          {{"shell", "pwd; ls -A | wc -l; cat; exit 3"}, {"stdin_b64", "aGVsbG8="}})
                    .Json();
   EXPECT_EQ(shell["exit_code"], 3);
-  // No workspace given: a fresh, empty one.
-  EXPECT_NE(shell["stdout"].get<std::string>().find("/scratch/"), std::string::npos) << shell;
-  EXPECT_NE(shell["stdout"].get<std::string>().find("\n0\nhello"), std::string::npos) << shell;
+  // No workspace given: a fresh, empty one, at /workspace in the sandbox that
+  // a run gets by default.
+  EXPECT_EQ(shell["stdout"], "/workspace\n0\nhello") << shell;
+  EXPECT_EQ(shell["grant"]["mechanisms"]["filesystem"], "mount_namespace+landlock") << shell;
+  json bare = client_.Post("/v1/runs", {{"shell", "pwd; hostname"}, {"isolation", "none"}}).Json();
+  EXPECT_NE(bare["stdout"].get<std::string>().find("/scratch/"), std::string::npos) << bare;
+  EXPECT_EQ(client_.Post("/v1/runs", {{"argv", {"/bin/hostname"}}}).Json()["stdout"], "cordon\n");
 
   json timed = client_
                    .Post("/v1/runs", {{"argv", {"/bin/sleep", "30"}},
@@ -297,7 +318,10 @@ TEST_F(DaemonTest, AClientThatDisconnectsCancelsItsRun) {
     ::unlink(pidfile.c_str());
     RawConnection c(daemon_.url());
     std::string body =
-        json({{"shell", "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"}}).dump();
+        // Without isolation: the test watches the grandchild by its host pid.
+        json({{"shell", "setsid sleep 60 & echo $! > " + pidfile + "; sleep 60"},
+              {"isolation", "none"}})
+            .dump();
     c.Send("POST /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + daemon_.token() +
            (streaming ? "\r\nAccept: application/x-ndjson" : "") +
            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
@@ -331,12 +355,12 @@ TEST_F(DaemonTest, SessionStatePersistsAndTheEnvironmentIsTheAllowlist) {
 
   ExecOk("persist", "mkdir sub && cd sub; export V=42; f() { echo fn-$1; }");
   json j = ExecOk("persist", "pwd; echo $V; f x");
-  EXPECT_EQ(j["stdout"], ws + "/sub\n42\nfn-x\n");
+  EXPECT_EQ(j["stdout"], "/workspace/sub\n42\nfn-x\n");
   EXPECT_EQ(j["exit_code"], 0);
   json env = ExecOk("persist", "env | grep -v -e ^PWD= -e ^OLDPWD= -e ^SHLVL= -e ^_= | sort");
-  EXPECT_EQ(env["stdout"], "HOME=" + ws + "\nLANG=C.UTF-8\nMINE=declared\nPATH=" +
-                               "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n" +
-                               "TERM=dumb\nV=42\n");
+  EXPECT_EQ(env["stdout"],
+            "HOME=/workspace\nLANG=C.UTF-8\nMINE=declared\n"
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nTERM=dumb\nV=42\n");
   json status = ExecOk("persist", "echo out; echo err >&2; (exit 5)");
   EXPECT_EQ(status["exit_code"], 5);
   EXPECT_EQ(status["stdout"], "out\n");
@@ -358,7 +382,7 @@ TEST_F(DaemonTest, SessionStatePersistsAndTheEnvironmentIsTheAllowlist) {
 
 TEST_F(DaemonTest, ExecutionsOnOneSessionAreSerialised) {
   Create("serial");
-  std::string log = work_ / "order.log";
+  std::string log = daemon_.Workspace("serial") + "/order.log";
   std::vector<std::thread> threads;
   std::vector<int> statuses(4);
   for (int i = 0; i < 4; ++i) {
@@ -367,7 +391,7 @@ TEST_F(DaemonTest, ExecutionsOnOneSessionAreSerialised) {
       std::string n = std::to_string(i);
       statuses[i] =
           Exec("serial",
-               "echo start-" + n + " >> " + log + "; sleep 0.1; echo end-" + n + " >> " + log,
+               "echo start-" + n + " >> order.log; sleep 0.1; echo end-" + n + " >> order.log",
                json::object(), &c)
               .status;
     });
@@ -388,12 +412,11 @@ TEST_F(DaemonTest, ExecutionsOnOneSessionAreSerialised) {
 TEST_F(DaemonTest, InterruptStopsTheRunningCommandAndKeepsTheShell) {
   Create("intr");
   ExecOk("intr", "X=kept");
-  std::string started = work_ / "started";
+  std::string started = daemon_.Workspace("intr") + "/started";
   HttpResponse result;
   std::thread t([&] {
     HttpClient c = daemon_.Client();
-    result =
-        Exec("intr", "echo $$ > " + started + "; sleep 30; echo not-reached", json::object(), &c);
+    result = Exec("intr", "echo $$ > started; sleep 30; echo not-reached", json::object(), &c);
   });
   ASSERT_TRUE(ReadPidFile(started));
   EXPECT_EQ(State("intr"), "busy");
@@ -409,7 +432,7 @@ TEST_F(DaemonTest, InterruptStopsTheRunningCommandAndKeepsTheShell) {
   // A builtin loop in the shell itself is interrupted too.
   std::thread loop([&] {
     HttpClient c = daemon_.Client();
-    result = Exec("intr", "touch " + started + ".2; while :; do :; done", json::object(), &c);
+    result = Exec("intr", "touch started.2; while :; do :; done", json::object(), &c);
   });
   ASSERT_TRUE(Eventually([&] { return ::access((started + ".2").c_str(), F_OK) == 0; }));
   client_.Post("/v1/sessions/intr/interrupt", json::object());
@@ -433,15 +456,15 @@ TEST_F(DaemonTest, TimeoutLadderKeepsAShellThatComesBack) {
 
 TEST_F(DaemonTest, TimeoutLadderInvalidatesAShellThatDoesNotAndANewGenerationStartsClean) {
   json first = Create("ladder", {{"limits", {{"grace_ms", 300}}}});
-  ExecOk("ladder", "echo old > old.txt; setsid sleep 300 & echo $! > " + (work_ / "escapee"));
-  auto escapee = ReadPidFile(work_ / "escapee");
-  ASSERT_TRUE(escapee);
+  std::string ns =
+      ExecOk("ladder", "echo old > old.txt; setsid sleep 300 & readlink /proc/$$/ns/pid")["stdout"];
+  ASSERT_GE(ProcessesInNamespace(ns).size(), 3u) << ns << " (init, the shell, the escapee)";
   // The shell ignores SIGINT from now on: it cannot come back.
   json j = ExecOk("ladder", "trap '' INT; sleep 30", {{"timeout_ms", 200}});
   EXPECT_EQ(j["timed_out"], true);
   EXPECT_EQ(j["invalidated"], true);
   EXPECT_TRUE(j["exit_code"].is_null());
-  EXPECT_TRUE(Exited(*escapee)) << "the whole tree is torn down";
+  EXPECT_TRUE(ProcessesInNamespace(ns).empty()) << "the whole tree is torn down";
   EXPECT_EQ(State("ladder"), "invalidated");
   HttpResponse refused = Exec("ladder", "echo hi");
   EXPECT_EQ(refused.status, 409);
@@ -467,7 +490,7 @@ TEST_F(DaemonTest, ACommandThatExitsTheShellGetsAFreshOne) {
   EXPECT_EQ(j["stdout"], "bye\n");
   EXPECT_EQ(j["shell_restarted"], true);
   json after = ExecOk("exit", "echo Z=$Z; pwd; cat kept.txt");
-  EXPECT_EQ(after["stdout"], "Z=\n" + daemon_.Workspace("exit") + "\nkeep\n");
+  EXPECT_EQ(after["stdout"], "Z=\n/workspace\nkeep\n");
   EXPECT_EQ(after["shell_restarted"], false);
 }
 
@@ -487,12 +510,17 @@ TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
   EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 201), 1);
   EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 200), 7);
   for (const auto& g : grants) EXPECT_EQ(g, grants[0]);
-  EXPECT_EQ(ProcessesIn(daemon_.Workspace("once"), "bash").size(), 1u);
+  EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u);
+  // Every runtime started is a grant: exactly one was.
+  auto store = store::Store::Open(daemon_.state_dir());
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->ListGrants(true)->size(), 1u);
 }
 
 TEST_F(DaemonTest, TwentySessionsExecuteInParallel) {
   constexpr int kSessions = 20;
-  for (int i = 0; i < kSessions; ++i) Create("par-" + std::to_string(i));
+  // Without isolation: the sessions meet in a directory of the host.
+  for (int i = 0; i < kSessions; ++i) Create("par-" + std::to_string(i), {{"isolation", "none"}});
   ::chmod(work_.path().c_str(), 0777);
   // Each execution waits until all of them have started: it can finish only
   // if all twenty run at the same time.
@@ -604,6 +632,23 @@ TEST_F(DaemonTest, ADigestMismatchLeavesNothing) {
             400);
 }
 
+TEST_F(DaemonTest, FilesAreSharedBothWaysWithAnIsolatedSession) {
+  Create("owned");  // standard isolation: the sandbox's root is an id of its own outside
+  ASSERT_EQ(client_.Request("PUT", "/v1/sessions/owned/files/in/up.txt", "uploaded\n").status, 201);
+  json j = ExecOk("owned",
+                  "echo changed >> in/up.txt && stat -c %u in/up.txt && echo made > in/made.txt");
+  EXPECT_EQ(j["stdout"], "0\n") << j;  // the uploaded file is the sandbox root's to change
+  EXPECT_EQ(client_.Get("/v1/sessions/owned/files/in/up.txt").body, "uploaded\nchanged\n");
+  EXPECT_EQ(client_.Get("/v1/sessions/owned/files/in/made.txt").body, "made\n");
+  // What the sandbox made belongs to the workspace's owner outside, not to
+  // the sandbox's own outside id.
+  struct stat ws {
+  }, made{};
+  ASSERT_EQ(::stat(daemon_.Workspace("owned").c_str(), &ws), 0);
+  ASSERT_EQ(::stat((daemon_.Workspace("owned") + "/in/made.txt").c_str(), &made), 0);
+  EXPECT_EQ(made.st_uid, ws.st_uid);
+}
+
 TEST_F(DaemonTest, TraversalAndSymlinkEscapesAreRefused) {
   Create("escape");
   std::string outside = work_ / "outside.txt";
@@ -639,7 +684,8 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
   TempDir state;
   TempDir work;
   std::string state_dir = state / "state";
-  pid_t escapee = 0, shell = 0, run_leader = 0;
+  std::string ns;
+  pid_t run_leader = 0;
   {
     DaemonProcess first({}, state_dir);
     ASSERT_TRUE(first.ready()) << first.Log();
@@ -647,14 +693,14 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", "keep"}}).status, 201);
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", "fresh"}}).status, 201);
     c.Post("/v1/sessions/fresh/exec", {{"command", "echo old > old.txt"}});
-    json j = c.Post("/v1/sessions/keep/exec",
-                    {{"command", "echo data > file.txt; setsid sleep 300 & echo $! $$"}})
-                 .Json();
-    std::istringstream(j["stdout"].get<std::string>()) >> escapee >> shell;
-    ASSERT_GT(escapee, 0);
+    ns = c.Post("/v1/sessions/keep/exec",
+                {{"command", "echo data > file.txt; setsid sleep 300 & readlink /proc/$$/ns/pid"}})
+             .Json()["stdout"];
+    ASSERT_GE(ProcessesInNamespace(ns).size(), 3u) << ns;
     RawConnection run(first.url());
-    std::string body =
-        json({{"shell", "echo $$ > " + (work / "run.pid") + "; exec sleep 300"}}).dump();
+    std::string body = json({{"shell", "echo $$ > " + (work / "run.pid") + "; exec sleep 300"},
+                             {"isolation", "none"}})
+                           .dump();
     run.Send("POST /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + first.token() +
              "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
     auto pid = ReadPidFile(work / "run.pid");
@@ -662,15 +708,15 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     run_leader = *pid;
     first.Signal(SIGKILL);
     EXPECT_EQ(first.Wait(), 128 + SIGKILL);
-    EXPECT_FALSE(Exited(escapee));  // orphaned, still running...
+    // (The isolated shell ends on its own once its pipes close, and with it
+    // the sandbox's init and namespace; the run, without isolation, stays.)
     EXPECT_FALSE(Exited(run_leader));
     EXPECT_EQ(ActiveGrants(state_dir).size(), 3u);
   }
   DaemonProcess second({}, state_dir);
   ASSERT_TRUE(second.ready()) << second.Log();
   // ...and dead before the restarted daemon answered.
-  EXPECT_TRUE(Exited(escapee));
-  EXPECT_TRUE(Exited(shell));
+  EXPECT_TRUE(ProcessesInNamespace(ns).empty());
   EXPECT_TRUE(Exited(run_leader));
   EXPECT_TRUE(ActiveGrants(state_dir).empty());
   HttpClient c = second.Client();
@@ -720,11 +766,11 @@ TEST(DaemonLifecycleTest, IdleSessionsAreCulledWithVerifiedTeardown) {
   HttpClient c = daemon.Client();
   ASSERT_EQ(c.Post("/v1/sessions", {{"id", "idle"}, {"ttl_s", 1}}).status, 201);
   ASSERT_EQ(c.Post("/v1/sessions", {{"id", "busy"}, {"ttl_s", 60}}).status, 201);
-  pid_t shell = std::stoi(c.Post("/v1/sessions/idle/exec", {{"command", "echo $$"}})
-                              .Json()["stdout"]
-                              .get<std::string>());
+  std::string ns =
+      c.Post("/v1/sessions/idle/exec", {{"command", "readlink /proc/$$/ns/pid"}}).Json()["stdout"];
+  ASSERT_FALSE(ProcessesInNamespace(ns).empty()) << ns;
   ASSERT_TRUE(Eventually([&] { return c.Get("/v1/sessions/idle").Json()["state"] == "closed"; }));
-  EXPECT_TRUE(Exited(shell));
+  EXPECT_TRUE(ProcessesInNamespace(ns).empty());
   EXPECT_NE(::access(daemon.Workspace("idle").c_str(), F_OK), 0);
   EXPECT_EQ(c.Get("/v1/sessions/busy").Json()["state"], "ready");
   EXPECT_NE(daemon.Log().find("session_culled"), std::string::npos);
@@ -733,22 +779,21 @@ TEST(DaemonLifecycleTest, IdleSessionsAreCulledWithVerifiedTeardown) {
 TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   TempDir work;
   std::vector<pid_t> pids;
+  std::vector<std::string> namespaces;
   DaemonProcess daemon;
   ASSERT_TRUE(daemon.ready()) << daemon.Log();
   HttpClient c = daemon.Client();
   for (const char* id : {"one", "two"}) {
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", id}}).status, 201);
-    json j = c.Post("/v1/sessions/" + std::string(id) + "/exec",
-                    {{"command", "setsid sleep 300 & echo $! $$"}})
-                 .Json();
-    pid_t a = 0, b = 0;
-    std::istringstream(j["stdout"].get<std::string>()) >> a >> b;
-    pids.push_back(a);
-    pids.push_back(b);
+    namespaces.push_back(c.Post("/v1/sessions/" + std::string(id) + "/exec",
+                                {{"command", "setsid sleep 300 & readlink /proc/$$/ns/pid"}})
+                             .Json()["stdout"]);
+    ASSERT_GE(ProcessesInNamespace(namespaces.back()).size(), 3u);
   }
   RawConnection run(daemon.url());
   std::string body =
-      json({{"shell", "setsid sleep 300 & echo $! > " + (work / "run.pid") + "; sleep 300"}})
+      json({{"shell", "setsid sleep 300 & echo $! > " + (work / "run.pid") + "; sleep 300"},
+            {"isolation", "none"}})
           .dump();
   run.Send("POST /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + daemon.token() +
            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
@@ -758,6 +803,7 @@ TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.Wait(), 0) << daemon.Log();
   for (pid_t p : pids) EXPECT_TRUE(Exited(p)) << p;
+  for (const auto& ns : namespaces) EXPECT_TRUE(ProcessesInNamespace(ns).empty()) << ns;
   EXPECT_TRUE(ActiveGrants(daemon.state_dir()).empty());
   std::string response = run.ReadUntil("cancelled", seconds(5));
   EXPECT_NE(response.find("\"outcome\":\"cancelled\""), std::string::npos) << response;
@@ -779,8 +825,9 @@ TEST(DaemonLimitsTest, OverCapacityIs429WithRetryAfter) {
   EXPECT_FALSE(second.Header("Retry-After").empty());
   EXPECT_EQ(c.Post("/v1/sessions", {{"id", "first"}}).status, 200) << "a live id is returned";
   RawConnection run(daemon.url());
-  std::string body =
-      json({{"shell", "echo $$ > " + (work / "run.pid") + "; exec sleep 60"}}).dump();
+  std::string body = json({{"shell", "echo $$ > " + (work / "run.pid") + "; exec sleep 60"},
+                           {"isolation", "none"}})
+                         .dump();
   run.Send("POST /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + daemon.token() +
            "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   ASSERT_TRUE(ReadPidFile(work / "run.pid"));

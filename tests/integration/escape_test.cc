@@ -416,13 +416,27 @@ TEST_P(EscapeTest, NoPrivilegeIsHeldOrGained) {
   EXPECT_TRUE(Enforced(j, "privileges"));
 }
 
+TEST_P(EscapeTest, PidOneShowsNothingOfTheSupervisor) {
+  Ran r = Sandboxed("tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/1/comm");
+  json j = Result(r);
+  if (j["grant"]["mechanisms"]["process_view"] != "pid_namespace") {
+    GTEST_SKIP() << "no pid namespace here: pid 1 is the host's";
+  }
+  std::string out = j["stdout"];
+  EXPECT_EQ(out.find("--state-dir"), std::string::npos) << out;
+  EXPECT_EQ(out.find(state_.path()), std::string::npos) << out;
+  EXPECT_TRUE(out.starts_with("cordon-init")) << out;
+  EXPECT_TRUE(out.ends_with("\ncordon-init\n")) << out;
+}
+
 TEST_P(EscapeTest, TheInitForwardsSigtermAndReapsOrphans) {
-  // An orphan exits early (the init must reap it: no zombie stays); at the
-  // deadline SIGTERM reaches the command's trap, through the init where
-  // the pid namespace holds the tree.
+  // An orphan exits early (the init must reap it: no zombie of pid 1 stays);
+  // at the deadline SIGTERM reaches the command's trap, through the init
+  // where the pid namespace holds the tree. (The shell's own `sleep 60` gets
+  // SIGTERM too and may be the shell's zombie for a moment: not counted.)
   Ran r = Sandboxed(
-      "trap 'echo got-term; ps -e -o stat= | grep -c Z; exit 3' TERM; (sleep 0.05 &); sleep 60 & "
-      "wait",
+      "trap 'echo got-term; ps -e -o stat=,ppid= | grep -c \"^Z *1$\"; exit 3' TERM; "
+      "(sleep 0.05 &); sleep 60 & wait",
       {"--timeout", "1"});
   json j = Result(r);
   EXPECT_EQ(j["outcome"], "timed_out") << r.out;

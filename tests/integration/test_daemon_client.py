@@ -24,65 +24,20 @@ from cordon_client import (  # noqa: E402
     ValidationError,
 )
 
-CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
-CGROUP_ROOT = f"/cordon-pytest-{os.getpid()}"
+from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
+    CGROUP_ROOT,
+    CORDON,
+    Daemon,
+    alive as _alive,
+    cgroup_mounts as _cgroup_mounts,
+    in_namespace as _in_namespace,
+    pids_in_cgroup_tree as _pids_in_cgroup_tree,
+    read_proc as _read_proc,
+    remove_tree as _remove_tree,
+    wait_for as _wait_for,
+)
+
 CLIENT_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python")
-
-
-def _cgroup_mounts():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            if right.split(" ")[0] in ("cgroup", "cgroup2"):
-                yield left.split(" ")[4]
-
-
-def _remove_tree(path):
-    if not os.path.isdir(path):
-        return
-    for entry in os.scandir(path):
-        if entry.is_dir(follow_symlinks=False):
-            _remove_tree(entry.path)
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
-
-
-class Daemon:
-    def __init__(self, state_dir, *extra):
-        self.state_dir = str(state_dir)
-        self.log = open(os.path.join(os.path.dirname(self.state_dir), "daemon.log"), "wb")
-        self.proc = subprocess.Popen(
-            [CORDON, "serve", "--state-dir", self.state_dir, "--listen", "127.0.0.1:0",
-             "--cgroup-root", CGROUP_ROOT, *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
-        serve = os.path.join(self.state_dir, "serve.json")
-        deadline = time.monotonic() + 30
-        # serve.json is written once the daemon answers (after recovery).
-        while time.monotonic() < deadline:
-            try:
-                with open(serve) as f:
-                    info = json.load(f)
-                if info["pid"] == self.proc.pid:
-                    self.url = info["urls"][0]
-                    self.token_file = info["token_file"]
-                    return
-            except (OSError, ValueError):
-                pass
-            assert self.proc.poll() is None, "the daemon exited at start"
-            time.sleep(0.01)
-        raise TimeoutError("the daemon did not start")
-
-    def client(self, **kwargs):
-        return Client(self.url, token_file=self.token_file, **kwargs)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        status = self.proc.wait(timeout=60)
-        self.log.close()
-        return status
 
 
 @pytest.fixture(scope="module")
@@ -262,24 +217,6 @@ def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
     assert check.stdout.startswith("Client ") and str(venv) in check.stdout
 
 
-def _alive(pid):
-    """False once `pid` has exited (gone, or a zombie nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-def _wait_for(predicate, within=20.0):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
-
 def _active_grants(state_dir):
     out = subprocess.run([CORDON, "grants", "--json", "--state-dir", state_dir],
                          capture_output=True, text=True, check=True)
@@ -296,8 +233,9 @@ def test_a_disconnected_streaming_client_cancels_its_run(daemon, client, tmp_pat
         raise Hangup()  # leave at the first event, as a client that goes away
 
     with pytest.raises(Hangup):
+        # Without isolation: the test watches the grandchild by its host pid.
         client.run(shell=f"setsid sleep 60 & echo $! > {pidfile}; echo started; sleep 60",
-                   on_output=on_output)
+                   isolation="none", on_output=on_output)
     client._connection().close()
     pid = int(pidfile.read_text())
     assert _wait_for(lambda: not _alive(pid))
@@ -321,17 +259,20 @@ def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(
     for t in threads:
         t.join()
     assert len({s.info["grant_id"] for s in results}) == 1
-    workspace = results[0].info["workspace"]
-    shells = [p for p in os.listdir("/proc") if p.isdigit() and _alive(int(p))
-              and os.path.exists(f"/proc/{p}/cwd")
-              and os.path.realpath(f"/proc/{p}/cwd") == workspace
-              and open(f"/proc/{p}/comm").read() == "bash\n"]
+    shells = [p for p in _pids_in_cgroup_tree(CGROUP_ROOT) if _read_proc(p, "comm") == b"bash\n"]
     assert len(shells) == 1
+    workspace = results[0].info["workspace"]
+    # Every runtime started is a grant: exactly one was.
+    grants = json.loads(subprocess.run(
+        [CORDON, "grants", "--all", "--json", "--state-dir", daemon.state_dir],
+        capture_output=True, text=True, check=True).stdout)
+    assert len([g for g in grants if g["spec"].get("workspace") == workspace]) == 1
     results[0].close()
 
     shared = tmp_path / "barrier"
     shared.mkdir()
-    sessions = [daemon.client().session(f"py-par-{i}") for i in range(20)]
+    # Without isolation: the sessions meet in a directory of the host.
+    sessions = [daemon.client().session(f"py-par-{i}", isolation="none") for i in range(20)]
     outputs = [None] * 20
 
     def run(i):
@@ -352,9 +293,10 @@ def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(
 
 def test_idle_sessions_are_culled(client):
     s = client.session("py-idle", ttl_s=1)
-    shell = int(s.exec("echo $$")["stdout"])
+    ns = s.exec("readlink /proc/$$/ns/pid")["stdout"]
+    assert _in_namespace(ns)
     assert _wait_for(lambda: s.state == "closed")
-    assert not _alive(shell)
+    assert not _in_namespace(ns)
 
 
 def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
@@ -363,16 +305,19 @@ def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
     c = first.client()
     s = c.session("py-keep")
     s.put_file("data.txt", b"kept")
-    escapee, shell = map(int, s.exec("setsid sleep 300 & echo $! $$")["stdout"].split())
+    ns = s.exec("setsid sleep 300 & readlink /proc/$$/ns/pid")["stdout"]
+    assert len(_in_namespace(ns)) >= 3  # init, the shell, the escapee
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=30)
     first.log.close()
-    assert _alive(escapee)
+    # (The shell ends on its own once its pipes close, and with it the
+    # sandbox's init and the namespace: the test cannot count on finding
+    # them alive here, only on finding none after the restart.)
 
     second = Daemon(state)
     try:
         # Dead before the restarted daemon answered.
-        assert not _alive(escapee) and not _alive(shell)
+        assert not _in_namespace(ns)
         assert _active_grants(str(state)) == []
         c = second.client()
         assert c.request("GET", "/v1/sessions/py-keep")["state"] == "lost"
@@ -381,10 +326,11 @@ def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
         again = c.session("py-keep")
         assert again.info["generation"] == 2
         assert again.get_file("data.txt") == b"kept"
-        fresh_pids = [int(x) for x in again.exec("setsid sleep 300 & echo $! $$")["stdout"].split()]
+        fresh_ns = again.exec("setsid sleep 300 & readlink /proc/$$/ns/pid")["stdout"]
+        assert len(_in_namespace(fresh_ns)) >= 3
     finally:
         assert second.stop() == 0  # SIGTERM: everything torn down, exit 0
-    assert not any(_alive(p) for p in fresh_pids)
+    assert not _in_namespace(fresh_ns)
     assert _active_grants(str(state)) == []
     for mount in _cgroup_mounts():
         _remove_tree(mount + CGROUP_ROOT)

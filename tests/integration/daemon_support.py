@@ -1,0 +1,229 @@
+"""A real `cordon serve` for the Python tests and benchmarks, and the /proc
+and cgroup helpers they check processes with. Only processes the tests
+started are looked at or signalled (by pid); nothing is found by name."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
+CGROUP_ROOT = f"/cordon-pytest-{os.getpid()}"
+
+
+def cgroup_mounts():
+    """The mount points of every cgroup hierarchy (v2, and v1 on hybrid hosts)."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split(" ")[0] in ("cgroup", "cgroup2"):
+                yield left.split(" ")[4]
+
+
+def remove_tree(path):
+    """Removes a cgroup directory tree, leaves first (empty groups only)."""
+    if not os.path.isdir(path):
+        return
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(entry.path)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def remove_cgroup_root(cgroup_root, within=5.0):
+    """Removes the test's cgroup trees; a group whose last task is still
+    being reaped refuses rmdir (EBUSY) for a moment, so this retries.
+    Returns what is still there."""
+    deadline = time.monotonic() + within
+    while True:
+        left = []
+        for mount in cgroup_mounts():
+            remove_tree(mount + cgroup_root)
+            if os.path.isdir(mount + cgroup_root):
+                left.append(mount + cgroup_root)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
+
+
+def pids_in_cgroup_tree(cgroup_root):
+    """Every pid listed in a cgroup.procs at or beneath `cgroup_root`, in any
+    hierarchy."""
+    pids = set()
+    for mount in cgroup_mounts():
+        top = mount + cgroup_root
+        for directory, _, files in os.walk(top):
+            if "cgroup.procs" in files:
+                try:
+                    with open(os.path.join(directory, "cgroup.procs")) as f:
+                        pids.update(int(line) for line in f if line.strip())
+                except OSError:
+                    pass  # removed while we looked
+    return {p for p in pids if alive(p)}
+
+
+def alive(pid):
+    """False once `pid` has exited (gone, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def identity(pid):
+    """(pid, start time in ticks): the same process as long as it matches; None
+    once it has exited."""
+    stat = read_proc(pid, "stat").decode(errors="replace")
+    if not stat:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return (pid, int(fields[19]))
+
+
+def still_running(ident):
+    """Whether the process `identity()` returned is still the one running."""
+    return identity(ident[0]) == ident
+
+
+def parent(pid):
+    stat = read_proc(pid, "stat").decode(errors="replace")
+    return int(stat.rsplit(")", 1)[1].split()[1]) if stat else 0
+
+
+def chain_below(pid, top):
+    """The processes from `pid` up to, but not including, its ancestor `top`
+    (empty when `top` is not an ancestor)."""
+    chain = []
+    while pid > 1 and pid != top:
+        chain.append(pid)
+        pid = parent(pid)
+    return chain if pid == top else []
+
+
+def wait_for(predicate, within=20.0):
+    """Polls `predicate` until it holds or `within` seconds passed; returns
+    its last value."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def in_namespace(ns):
+    """The host pids of the live processes in a pid namespace, named as a
+    sandbox prints it (`readlink /proc/self/ns/pid`): how a test sees an
+    isolated tree, whose own pids mean nothing outside."""
+    ns = ns.strip()
+    pids = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and os.readlink(f"/proc/{p}/ns/pid") == ns and alive(int(p)):
+                pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+def live_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and alive(int(p))]
+
+
+def read_proc(pid, name):
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def pids_with_environ(needle):
+    """Live processes whose environment contains `needle` (bytes)."""
+    return {p for p in live_pids() if needle in read_proc(p, "environ")}
+
+
+def pids_with_cmdline(needle):
+    """Live processes whose command line contains `needle` (bytes)."""
+    return {p for p in live_pids() if needle in read_proc(p, "cmdline")}
+
+
+def descendants(root):
+    """Live descendants of `root` (by ppid, as /proc shows them now)."""
+    children = {}
+    for p in live_pids():
+        stat = read_proc(p, "stat").decode(errors="replace")
+        if stat:
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(p)
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+class Daemon:
+    """`cordon serve` on 127.0.0.1:0 with its own state directory; `url`,
+    `token_file` and `token` from serve.json once it answers."""
+
+    def __init__(self, state_dir, *extra, cgroup_root=CGROUP_ROOT, env=None, binary=None):
+        self.state_dir = str(state_dir)
+        os.makedirs(os.path.dirname(self.state_dir), exist_ok=True)
+        self.cgroup_root = cgroup_root
+        self.log_path = os.path.join(os.path.dirname(self.state_dir), "daemon.log")
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [binary or CORDON, "serve", "--state-dir", self.state_dir, "--listen", "127.0.0.1:0",
+             "--cgroup-root", cgroup_root, *extra],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        serve = os.path.join(self.state_dir, "serve.json")
+        deadline = time.monotonic() + 30
+        # serve.json is written once the daemon answers (after recovery).
+        while time.monotonic() < deadline:
+            try:
+                with open(serve) as f:
+                    info = json.load(f)
+                if info["pid"] == self.proc.pid:
+                    self.url = info["urls"][0]
+                    self.token_file = info["token_file"]
+                    with open(self.token_file) as f:
+                        self.token = f.readline().strip()
+                    return
+            except (OSError, ValueError):
+                pass
+            if self.proc.poll() is not None:
+                self.log.close()
+                raise RuntimeError(f"the daemon exited at start ({self.proc.returncode}); "
+                                   f"see {self.log_path}")
+            time.sleep(0.01)
+        raise TimeoutError("the daemon did not start")
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def client(self, **kwargs):
+        from cordon_client import Client  # clients/python, put on sys.path by the caller
+        return Client(self.url, token_file=self.token_file, **kwargs)
+
+    def kill(self):
+        """SIGKILL, as a crash: nothing is torn down."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=60)
+        if not self.log.closed:
+            self.log.close()
+        return status
