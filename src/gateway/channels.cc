@@ -154,6 +154,12 @@ void Relay::OnKernelEnded(const std::string& id) {
   Status(id, "dead");
 }
 
+void Relay::OnKernelDropped(const std::string& id, Channel channel, const std::string& why) {
+  api::Log(
+      "error", "kernel_message_dropped",
+      {{"session_id", id}, {"channel", std::string(jupyter::ChannelName(channel))}, {"why", why}});
+}
+
 void Relay::Deliver(api::WebSocket& socket, const std::string& channel, const jupyter::Message& m) {
   json out = {
       {"channel", channel},     {"header", m.header},      {"parent_header", m.parent_header},

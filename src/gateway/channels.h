@@ -40,6 +40,8 @@ class Relay final : public session::KernelListener {
   void OnKernelMessage(const std::string& id, jupyter::Channel channel,
                        const jupyter::Message& message) override;
   void OnKernelEnded(const std::string& id) override;
+  void OnKernelDropped(const std::string& id, jupyter::Channel channel,
+                       const std::string& why) override;
 
  private:
   struct Entry {

@@ -129,8 +129,9 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
       [self](Channel ch, const jupyter::Message& m) { self->OnMessage(ch, m); },
       [self](Channel ch, const std::string& why) {
         // A message that failed verification is dropped, never believed.
-        self->output_tail_ += "\n[cordon: dropped a message on " +
-                              std::string(jupyter::ChannelName(ch)) + ": " + why + "]\n";
+        if (self->context_.listener) {
+          self->context_.listener->OnKernelDropped(self->session_id_, ch, why);
+        }
       },
       [self] { self->ping_outstanding_ = false; });
   if (!client) {

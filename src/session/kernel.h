@@ -44,6 +44,9 @@ class KernelListener {
                                const jupyter::Message& message) = 0;
   // The kernel's process is gone (died, torn down, killed).
   virtual void OnKernelEnded(const std::string& session_id) = 0;
+  // A message from the kernel failed verification and was dropped.
+  virtual void OnKernelDropped(const std::string& session_id, jupyter::Channel channel,
+                               const std::string& why) = 0;
 };
 
 struct KernelContext {
