@@ -113,7 +113,15 @@ void Relay::FromClient(const std::string& id, uint64_t client, const std::string
   m.content = object_or_empty("content");
 
   auto* kernel = sessions_ ? dynamic_cast<session::Kernel*>(sessions_->RuntimeOf(id)) : nullptr;
-  if (kernel == nullptr) return Refuse(*socket, header, "the kernel is not running");
+  if (kernel == nullptr) {
+    auto view = sessions_ ? sessions_->Get(id) : session::Outcome<json>();
+    if (view && view->value("state", "") == "starting" &&
+        it->second.waiting.size() < kMaxPendingRequests) {
+      it->second.waiting.emplace_back(client, text);  // relayed once it is ready
+      return;
+    }
+    return Refuse(*socket, header, "the kernel is not running");
+  }
   auto& requests = it->second.requests;
   if (requests.size() >= kMaxPendingRequests) requests.erase(requests.begin());
   requests[header["msg_id"].get<std::string>()] = client;
@@ -146,6 +154,14 @@ void Relay::OnKernelMessage(const std::string& id, Channel channel,
   if (client == e.clients.end()) return;
   std::shared_ptr<api::WebSocket> socket = client->second;
   Deliver(*socket, name, message);
+}
+
+void Relay::OnKernelReady(const std::string& id) {
+  auto it = kernels_.find(id);
+  if (it == kernels_.end()) return;
+  auto waiting = std::move(it->second.waiting);
+  it->second.waiting.clear();
+  for (auto& [client, text] : waiting) FromClient(id, client, text);
 }
 
 void Relay::OnKernelEnded(const std::string& id) {

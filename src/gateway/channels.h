@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api/http.h"
 #include "session/kernel.h"
@@ -39,6 +41,7 @@ class Relay final : public session::KernelListener {
 
   void OnKernelMessage(const std::string& id, jupyter::Channel channel,
                        const jupyter::Message& message) override;
+  void OnKernelReady(const std::string& id) override;
   void OnKernelEnded(const std::string& id) override;
   void OnKernelDropped(const std::string& id, jupyter::Channel channel,
                        const std::string& why) override;
@@ -47,6 +50,9 @@ class Relay final : public session::KernelListener {
   struct Entry {
     std::map<uint64_t, std::shared_ptr<api::WebSocket>> clients;
     std::map<std::string, uint64_t> requests;  // msg_id -> client that sent it
+    // Sent while the kernel was starting (or restarting): relayed once it
+    // is ready, in order.
+    std::vector<std::pair<uint64_t, std::string>> waiting;
     std::string last_activity;
     bool restarting = false;
   };

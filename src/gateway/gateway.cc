@@ -281,14 +281,33 @@ class Gateway final : public api::Extension {
                                                " kernels may run at once (--max-kernels)",
                                            "Resource Limit"));
     }
+    // 201 as soon as the kernel is started (execution_state "starting", as
+    // Jupyter servers answer), or at once with a warm one; messages sent on
+    // its channels meanwhile are relayed once it is ready. A kernel that
+    // fails to start reads `dead`.
+    const std::string id = *create.id;
+    auto responded = std::make_shared<bool>(false);
+    auto respond = [this, ex](const json& session) {
+      json model = Model(session).value_or(json::object());
+      relay_.Touch(model.value("id", ""));
+      ex->RespondJson(201, model,
+                      {{"Location", "/api/kernels/" + model.value("id", std::string())}});
+    };
     sessions_->CreateSession(
-        std::move(create), [this, ex](session::Outcome<session::Sessions::Created> r) {
+        std::move(create),
+        [this, ex, responded, respond](session::Outcome<session::Sessions::Created> r) {
+          if (*responded) return;
+          *responded = true;
           if (!r) return ex->RespondError(FromSession(r.error()));
-          json model = Model(r->session).value_or(json::object());
-          relay_.Touch(model.value("id", ""));
-          ex->RespondJson(201, model,
-                          {{"Location", "/api/kernels/" + model.value("id", std::string())}});
+          respond(r->session);
         });
+    if (!*responded) {
+      auto view = sessions_->Get(id);
+      if (view && view->value("state", "") == "starting") {
+        *responded = true;
+        respond(*view);
+      }
+    }
   }
 
   api::GatewayOptions options_;

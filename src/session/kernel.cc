@@ -238,6 +238,7 @@ void Kernel::OnReady() {
   heartbeat_->Cancel();
   heartbeat_->Set(context_.heartbeat_interval, [this] { Heartbeat(); });
   if (events_.ready) events_.ready();
+  if (context_.listener) context_.listener->OnKernelReady(session_id_);
 }
 
 void Kernel::Heartbeat() {

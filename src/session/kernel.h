@@ -42,6 +42,8 @@ class KernelListener {
   virtual ~KernelListener() = default;
   virtual void OnKernelMessage(const std::string& session_id, jupyter::Channel channel,
                                const jupyter::Message& message) = 0;
+  // The kernel answered: it is ready for messages.
+  virtual void OnKernelReady(const std::string& session_id) = 0;
   // The kernel's process is gone (died, torn down, killed).
   virtual void OnKernelEnded(const std::string& session_id) = 0;
   // A message from the kernel failed verification and was dropped.
