@@ -70,6 +70,12 @@ void Relay::Forget(const std::string& id) {
   for (auto& [n, socket] : clients) socket->Close();
 }
 
+void Relay::CloseAll() {
+  std::vector<std::string> ids;
+  for (const auto& [id, e] : kernels_) ids.push_back(id);
+  for (const auto& id : ids) Forget(id);
+}
+
 void Relay::FromClient(const std::string& id, uint64_t client, const std::string& text) {
   auto it = kernels_.find(id);
   if (it == kernels_.end()) return;

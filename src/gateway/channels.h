@@ -38,6 +38,8 @@ class Relay final : public session::KernelListener {
   void Restarting(const std::string& id);
   // The kernel was deleted: its clients are disconnected.
   void Forget(const std::string& id);
+  // The daemon stops: every client is disconnected.
+  void CloseAll();
 
   void OnKernelMessage(const std::string& id, jupyter::Channel channel,
                        const jupyter::Message& message) override;

@@ -102,6 +102,8 @@ class Gateway final : public api::Extension {
     relay_.Attach(sessions);
   }
 
+  void Stop() override { relay_.CloseAll(); }
+
   bool Owns(const std::string& path) const override {
     return path == "/api" || path.starts_with("/api/");
   }
