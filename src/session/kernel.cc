@@ -44,12 +44,9 @@ void SetEnv(contain::Spec& spec, const std::string& name, const std::string& val
 RuntimeFactory MakeKernelFactory(KernelContext context) {
   // What an earlier daemon left: its kernels were reaped before this one
   // answers, their sockets and connection files are stale.
+  // (It is made again when a kernel starts.)
   std::error_code ec;
   std::filesystem::remove_all(context.runtime_root, ec);
-  std::filesystem::create_directories(context.runtime_root, ec);
-  // Traversable, not listable: a sandbox's root must reach its own
-  // directory (0700, its own) to bind it, and nothing else here.
-  ::chmod(context.runtime_root.c_str(), 0711);
   return [context](const std::string& session_id, contain::Spec spec, Runtime::Events events)
              -> std::expected<std::unique_ptr<Runtime>, contain::AdmitError> {
     auto kernel = Kernel::Start(context, session_id, std::move(spec), std::move(events));
@@ -68,7 +65,12 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
     *alarm = std::move(*created);
   }
 
-  // A private runtime directory, 0700; short, for the socket paths.
+  // A private runtime directory, 0700; short, for the socket paths. The
+  // root is traversable, not listable: a sandbox's root must reach its own
+  // directory to bind it, and nothing else there.
+  std::error_code ec;
+  std::filesystem::create_directories(context.runtime_root, ec);
+  ::chmod(context.runtime_root.c_str(), 0711);
   k->runtime_dir_ = context.runtime_root + "/" + sys::RandomHex(6);
   if (::mkdir(k->runtime_dir_.c_str(), 0700) != 0) {
     return Internal("mkdir(\"" + k->runtime_dir_ + "\"): " + std::strerror(errno));
