@@ -242,11 +242,6 @@ sys::Result<void> Execution::Interrupt(int sig) {
   return sys::SignalProcessGroup(child_.pidfd, child_.pgid, sig);
 }
 
-sys::Result<void> Execution::SignalMain(int sig) {
-  if (exit_ || finished_) return sys::Fail("signal: the main process has exited", ESRCH);
-  return child_.pidfd.SendSignal(sig);
-}
-
 void Execution::RetryRelease(std::function<void(const contain::Release&)> retried) {
   auto teardown = contain::Teardown::Create(
       reactor_, *tree_, signaller_,

@@ -71,11 +71,6 @@ class Execution final {
   // Sends `sig` to the main process's process group while the main process
   // runs (a session's interrupt: SIGINT to the command and its shell).
   sys::Result<void> Interrupt(int sig);
-  // Sends `sig` to the main process alone, once (pidfd_send_signal). With a
-  // pid namespace the main process is the sandbox's init, which forwards
-  // SIGINT, SIGTERM and SIGHUP to the command: the command gets it exactly
-  // once (a group signal would reach it twice, directly and forwarded).
-  sys::Result<void> SignalMain(int sig);
 
   // After `done` reported a release that was not verified (the grant stays
   // active, naming survivors): tears the tree down again, at once. On

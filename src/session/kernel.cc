@@ -220,7 +220,7 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
     begun_ = true;
     if (interrupt_due_) {
       interrupt_due_ = false;
-      (void)execution_->SignalMain(SIGINT);
+      (void)execution_->Interrupt(SIGINT);
     }
   }
   if (collector_ && (phase_ == Phase::kRunning || phase_ == Phase::kDraining)) {
@@ -308,7 +308,7 @@ void Kernel::Finish() {
 void Kernel::Drain(std::chrono::milliseconds grace, const std::string& why) {
   phase_ = Phase::kDraining;
   if (begun_) {
-    (void)execution_->SignalMain(SIGINT);
+    (void)execution_->Interrupt(SIGINT);
   } else {
     interrupt_due_ = true;  // sent when its execute_input shows it began
   }
@@ -331,7 +331,7 @@ bool Kernel::Interrupt() {
     return false;
   }
   bool busy = running() || busy_hint_ || execution_state_ == "busy";
-  if (!execution_->SignalMain(SIGINT)) return false;
+  if (!execution_->Interrupt(SIGINT)) return false;
   if (busy && !interrupt_->armed()) {
     interrupt_->Set(context_.interrupt_grace, [this] {
       Escalate("the kernel did not come back to idle within " +

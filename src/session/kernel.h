@@ -89,10 +89,9 @@ class Kernel final : public Runtime {
   // the budget the kernel is interrupted and drained; at the deadline it is
   // interrupted, and torn down if it is not idle again within the grace.
   void Exec(ExecRequest request, std::function<void(ExecResult)> done) override;
-  // SIGINT to the kernel inside its boundary, delivered once (through the
-  // sandbox's init when there is one: see run::Execution::SignalMain). If
-  // it was busy and is not idle again within interrupt_grace, it is torn
-  // down.
+  // SIGINT to the kernel's process group inside its boundary (delivered
+  // once: the sandbox's init does not forward SIGINT). If it was busy and
+  // is not idle again within interrupt_grace, it is torn down.
   bool Interrupt() override;
   void Kill() override;
   void RetryRelease(std::function<void(const contain::Release&)> retried) override;
