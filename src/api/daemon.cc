@@ -43,6 +43,9 @@ struct Daemon::Impl {
   contain::KernelSignaller kernel;
   contain::Signaller* signaller = nullptr;
   std::unique_ptr<AsioReactor> reactor;
+  // Before the sessions: their kernels use its ZeroMQ context, which must
+  // outlive them.
+  std::unique_ptr<Extension> extension;
   std::unique_ptr<session::Sessions> sessions;
   std::unique_ptr<HttpServer> server;
   std::string token;
@@ -64,18 +67,30 @@ struct Daemon::Impl {
       body_limit = options.max_file_bytes;
     }
     if (path == "/v1/health") return std::nullopt;
-    if (!Authorized(header)) {
-      return ApiError{401, "unauthorized",
-                      "a valid token is required: Authorization: Bearer <token>", "", nullptr};
+    const bool jupyter = extension && extension->Owns(path);
+    if (!Authorized(header, jupyter ? target : "")) {
+      ApiError e{401, "unauthorized", "a valid token is required: Authorization: Bearer <token>",
+                 "", nullptr};
+      if (jupyter) {
+        e.message =
+            "a valid token is required: Authorization: token <token> (or Bearer), or ?token=";
+        e.style = ApiError::Style::kJupyter;
+      }
+      return e;
     }
     return std::nullopt;
   }
 
-  bool Authorized(const Header& header) const {
+  // The header's token, or (for the Kernel Gateway surface, whose clients
+  // put it there) the `token` query parameter of `target`.
+  bool Authorized(const Header& header, const std::string& target) const {
     const std::string value(header[http::field::authorization]);
-    std::string_view given;
+    std::string given;
     for (std::string_view scheme : {"Bearer ", "bearer ", "token ", "Token "}) {
-      if (value.starts_with(scheme)) given = std::string_view(value).substr(scheme.size());
+      if (value.starts_with(scheme)) given = value.substr(scheme.size());
+    }
+    if (given.empty() && !target.empty() && target.find('?') != std::string::npos) {
+      given = ParseQuery(target.substr(target.find('?') + 1))["token"];
     }
     // Constant time: how much of a wrong token matched is not revealed.
     return !given.empty() && given.size() == token.size() &&
@@ -115,13 +130,15 @@ struct Daemon::Impl {
                           "", nullptr}),
           {{"Allow", allow}});
     };
+    if (extension && extension->Handle(request, ex)) return;
     if (is({"v1", "health"})) {
       if (method != http::verb::get) return not_allowed("GET");
       return ex->RespondJson(200, {{"status", stopping ? "stopping" : "ok"},
                                    {"version", CORDON_VERSION},
                                    {"runs_active", runs->active()},
                                    {"sessions_active", sessions->live()},
-                                   {"sessions_quarantined", sessions->quarantined()}});
+                                   {"sessions_quarantined", sessions->quarantined()},
+                                   {"kernels_warm", sessions->warm()}});
     }
     if (is({"v1", "probe"})) {
       if (method != http::verb::get) return not_allowed("GET");
@@ -316,6 +333,7 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
 
   d.reactor = std::make_unique<AsioReactor>(io);
   d.options.sessions.state_dir = d.options.state_dir;
+  d.options.sessions.prespawn = d.options.gateway.prespawn;
   d.options.sessions.verify_timeout = d.options.verify_timeout;
   session::Observer observer;
   Impl* self = &d;
@@ -325,13 +343,27 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   observer.released = [self](const contain::Release& r) {
     self->metrics.teardown_seconds.Observe(std::chrono::duration<double>(r.duration).count());
   };
+  observer.died = [self](const std::string& kind) { ++self->metrics.runtimes_died[kind]; };
   observer.log = [](const std::string& event, const json& fields) {
     Log(event == "session_quarantined" || event == "store_error" ? "error" : "info", event, fields);
   };
+  if (d.options.extension) {
+    ExtensionServices services{*d.reactor,
+                               *d.store,
+                               *d.signaller,
+                               d.probe,
+                               d.metrics,
+                               d.options.state_dir,
+                               d.options.verify_timeout,
+                               nullptr};
+    CORDON_ASSIGN_OR_RETURN(d.extension, d.options.extension(services));
+    d.options.sessions.python = std::move(services.python);
+  }
   CORDON_ASSIGN_OR_RETURN(d.sessions,
                           session::Sessions::Create(*d.reactor, *d.store, *d.signaller, d.probe,
                                                     d.options.sessions, std::move(observer)));
   CORDON_RETURN_IF_ERROR(d.sessions->Recover());
+  if (d.extension) d.extension->Attach(*d.sessions);
   d.runs = std::make_unique<Runs>(
       *d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
       RunsOptions{d.options.state_dir, d.options.max_runs, d.options.verify_timeout});
@@ -371,6 +403,7 @@ void Daemon::Shutdown(std::function<void(bool)> done) {
     pending->all_dead &= all_dead;
     if (--pending->left == 0) pending->done(pending->all_dead);
   };
+  if (d.extension) d.extension->Stop();
   d.runs->Stop(half);
   d.sessions->Shutdown(half);
 }

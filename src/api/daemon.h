@@ -13,11 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "api/extension.h"
 #include "api/http.h"
 #include "contain/signaller.h"
 #include "session/sessions.h"
 
 namespace cordon::api {
+
+// Options of python sessions and the /api surface; read by the extension.
+struct GatewayOptions {
+  size_t prespawn = 0;  // warm kernels kept ready
+  std::chrono::milliseconds interrupt_grace{10000};
+  std::vector<std::string> env_allowlist;  // names beyond KERNEL_* that POST /api/kernels passes
+  size_t max_kernels = 64;                 // live python sessions; past it 403
+  uint64_t max_message_bytes = uint64_t{64} << 20;  // a websocket message, either way
+};
 
 struct DaemonOptions {
   std::string state_dir;
@@ -31,6 +41,9 @@ struct DaemonOptions {
   size_t max_runs = 32;
   session::SessionOptions sessions;  // state_dir is filled in
   std::chrono::milliseconds verify_timeout{5000};
+  // The Kernel Gateway surface and python sessions (cordon-serve sets it).
+  ExtensionMaker extension;
+  GatewayOptions gateway;  // what the extension reads
   // Injected by tests only (a signaller that cannot kill, to reach the
   // quarantine); null: the kernel's. The cordon binary never sets it.
   contain::Signaller* signaller = nullptr;

@@ -3,6 +3,20 @@
 namespace cordon::api {
 
 nlohmann::json ToJson(const ApiError& e) {
+  if (e.style == ApiError::Style::kJupyter) {
+    std::string reason = e.status == 400   ? "Bad Request"
+                         : e.status == 401 ? "Unauthorized"
+                         : e.status == 403 ? "Forbidden"
+                         : e.status == 404 ? "Not Found"
+                         : e.status == 405 ? "Method Not Allowed"
+                         : e.status == 409 ? "Conflict"
+                         : e.status == 413 ? "Payload Too Large"
+                         : e.status == 503 ? "Service Unavailable"
+                         : e.status >= 500 ? "Internal Server Error"
+                                           : e.code;
+    if (e.detail.is_object() && e.detail.contains("reason")) reason = e.detail["reason"];
+    return {{"reason", reason}, {"message", e.message}};
+  }
   nlohmann::json error = {{"code", e.code}, {"message", e.message}};
   if (!e.field.empty()) error["field"] = e.field;
   if (e.detail.is_object()) {

@@ -15,6 +15,9 @@ struct ApiError {
   std::string message;
   std::string field;      // the request field at fault, if one is
   nlohmann::json detail;  // merged into the error object (survivors, missing, ...)
+  // kJupyter: the Kernel Gateway's shape, {"reason", "message"} (the /api
+  // surface); kCordon: {"error": {...}}.
+  enum class Style { kCordon, kJupyter } style = Style::kCordon;
 };
 
 nlohmann::json ToJson(const ApiError& error);

@@ -9,6 +9,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -16,6 +17,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <deque>
@@ -40,6 +42,98 @@ std::string NewRequestId() {
                 static_cast<unsigned long long>(next_request++));
   return buf;
 }
+
+template <typename Socket>
+class WebSocketSession final : public WebSocket,
+                               public std::enable_shared_from_this<WebSocketSession<Socket>> {
+ public:
+  WebSocketSession(Socket socket, uint64_t max_message) : ws_(std::move(socket)) {
+    ws_.read_message_max(max_message);
+    ws_.auto_fragment(false);
+  }
+
+  void Accept(http::request<http::string_body> request,
+              std::function<void(std::shared_ptr<WebSocket>)> accepted) {
+    auto self = this->shared_from_this();
+    auto req = std::make_shared<http::request<http::string_body>>(std::move(request));
+    ws_.set_option(beast::websocket::stream_base::decorator(
+        [](beast::websocket::response_type& res) { res.set(http::field::server, "cordon"); }));
+    ws_.async_accept(*req, [self, req, accepted = std::move(accepted)](beast::error_code ec) {
+      if (ec) return;
+      accepted(self);
+    });
+  }
+
+  void Start(Handlers handlers) override {
+    handlers_ = std::move(handlers);
+    Read();
+  }
+
+  void Send(std::string text) override {
+    if (closed_) return;
+    out_.push_back(std::move(text));
+    if (!writing_) WriteNext();
+  }
+
+  void Close() override {
+    if (closed_) return;
+    closing_ = true;
+    if (writing_) return;  // closes after the queue
+    auto self = this->shared_from_this();
+    ws_.async_close(beast::websocket::close_code::normal,
+                    [self](beast::error_code) { self->Ended(); });
+  }
+
+ private:
+  void Read() {
+    auto self = this->shared_from_this();
+    ws_.async_read(buffer_, [self](beast::error_code ec, size_t) {
+      if (ec) return self->Ended();
+      std::string text = beast::buffers_to_string(self->buffer_.data());
+      self->buffer_.consume(self->buffer_.size());
+      if (self->handlers_.message) self->handlers_.message(std::move(text));
+      if (!self->closed_) self->Read();
+    });
+  }
+
+  void WriteNext() {
+    if (out_.empty() || closed_) {
+      writing_ = false;
+      if (closing_ && !closed_) {
+        closing_ = false;
+        Close();
+      }
+      return;
+    }
+    writing_ = true;
+    ws_.text(true);
+    auto self = this->shared_from_this();
+    ws_.async_write(asio::buffer(out_.front()), [self](beast::error_code ec, size_t) {
+      self->out_.pop_front();
+      if (ec) return self->Ended();
+      self->WriteNext();
+    });
+  }
+
+  void Ended() {
+    if (closed_) return;
+    closed_ = true;
+    out_.clear();
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).close(ignored);
+    auto closed = std::move(handlers_.closed);
+    handlers_ = {};
+    if (closed) closed();
+  }
+
+  beast::websocket::stream<Socket> ws_;
+  beast::flat_buffer buffer_;
+  std::deque<std::string> out_;
+  Handlers handlers_;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool closed_ = false;
+};
 
 template <typename Socket>
 class Connection final : public Exchange, public std::enable_shared_from_this<Connection<Socket>> {
@@ -102,6 +196,18 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     if (!streaming_ || stream_ended_) return;
     stream_ended_ = true;
     Queue("0\r\n\r\n");
+  }
+
+  void UpgradeWebSocket(uint64_t max_message,
+                        std::function<void(std::shared_ptr<WebSocket>)> accepted) override {
+    if (responded_ || closed_) return;
+    responded_ = true;
+    StopWatching();
+    if (hooks_.answered) hooks_.answered(request_, 101);
+    // The socket is the WebSocket's from here on; this connection is done.
+    closed_ = true;
+    auto ws = std::make_shared<WebSocketSession<Socket>>(std::move(socket_), max_message);
+    ws->Accept(std::move(request_.message), std::move(accepted));
   }
 
   void WatchClient(std::function<void()> gone) override {
@@ -330,6 +436,10 @@ class Listener final : public std::enable_shared_from_this<Listener<Protocol>> {
 };
 
 }  // namespace
+
+bool IsWebSocketUpgrade(const http::request<http::string_body>& request) {
+  return beast::websocket::is_upgrade(request);
+}
 
 void Exchange::RespondJson(int status, const nlohmann::json& body, Headers headers) {
   Respond(status, sys::JsonText(body) + "\n", "application/json", std::move(headers));

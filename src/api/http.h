@@ -34,7 +34,23 @@ struct Request {
   std::string query;  // after '?'
 };
 
-// One request in flight. Exactly one of Respond or BeginStream ... EndStream.
+// A WebSocket accepted from an HTTP request (RFC 6455, text frames). Its
+// handlers run on the daemon's loop; Send queues, in order.
+class WebSocket {
+ public:
+  struct Handlers {
+    std::function<void(std::string text)> message;
+    std::function<void()> closed;  // once, when the connection ends either way
+  };
+  virtual ~WebSocket() = default;
+  // Starts reading; the handlers are kept until the connection ends.
+  virtual void Start(Handlers handlers) = 0;
+  virtual void Send(std::string text) = 0;
+  virtual void Close() = 0;
+};
+
+// One request in flight. Exactly one of Respond, BeginStream ... EndStream,
+// or UpgradeWebSocket.
 class Exchange {
  public:
   virtual ~Exchange() = default;
@@ -48,10 +64,18 @@ class Exchange {
   // `gone` runs once if the client closes its connection (or a write to it
   // fails) before the response is complete.
   virtual void WatchClient(std::function<void()> gone) = 0;
+  // Answers a WebSocket upgrade (the request must be one; see
+  // IsWebSocketUpgrade): `accepted` gets the socket once the handshake is
+  // done (not at all if it fails). Messages over `max_message` bytes from
+  // the client end the connection (close code 1009).
+  virtual void UpgradeWebSocket(uint64_t max_message,
+                                std::function<void(std::shared_ptr<WebSocket>)> accepted) = 0;
 
   void RespondJson(int status, const nlohmann::json& body, Headers headers = {});
   void RespondError(const ApiError& error);
 };
+
+bool IsWebSocketUpgrade(const http::request<http::string_body>& request);
 
 struct HttpLimits {
   uint32_t header_bytes = 16 << 10;

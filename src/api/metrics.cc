@@ -59,6 +59,11 @@ std::string Metrics::Render(size_t runs_active, size_t sessions_live,
   out += "cordon_sessions_quarantined " + std::to_string(sessions_quarantined) + "\n";
   out += Header("cordon_session_execs_total", "Session executions finished.", "counter");
   out += "cordon_session_execs_total " + std::to_string(session_execs) + "\n";
+  out += Header("cordon_runtimes_died_total",
+                "Session runtimes that died on their own (a crashed kernel), by kind.", "counter");
+  for (const auto& [kind, n] : runtimes_died) {
+    out += "cordon_runtimes_died_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
+  }
   out += Header("cordon_captured_bytes_total", "Output bytes captured (kept).", "counter");
   out += "cordon_captured_bytes_total " + std::to_string(bytes_captured) + "\n";
   out += Header("cordon_http_requests_total", "HTTP requests answered, by status.", "counter");

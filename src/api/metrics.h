@@ -29,10 +29,11 @@ struct Metrics {
   std::map<std::string, uint64_t> runs_by_outcome;
   std::map<int, uint64_t> requests_by_status;
   uint64_t session_execs = 0;
-  uint64_t bytes_captured = 0;  // stdout + stderr kept, runs and executions
-  Histogram spawn_seconds;      // a run's launch, a session's start to ready
-  Histogram teardown_seconds;   // from teardown's start to verified death
-  Histogram exec_seconds;       // a session execution
+  std::map<std::string, uint64_t> runtimes_died;  // by session kind
+  uint64_t bytes_captured = 0;                    // stdout + stderr kept, runs and executions
+  Histogram spawn_seconds;                        // a run's launch, a session's start to ready
+  Histogram teardown_seconds;                     // from teardown's start to verified death
+  Histogram exec_seconds;                         // a session execution
 
   // `sessions_live` and `sessions_quarantined` are read when rendering.
   std::string Render(size_t runs_active, size_t sessions_live, size_t sessions_quarantined) const;

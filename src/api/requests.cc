@@ -205,9 +205,10 @@ Parsed<session::CreateRequest> ParseSession(const json& body) {
   session::CreateRequest r;
   CORDON_ASSIGN_OR_RETURN(r.id, String(body, "id"));
   CORDON_ASSIGN_OR_RETURN(auto kind, String(body, "kind"));
-  if (kind && *kind != "shell") {
-    return Bad("kind", "\"" + *kind + "\" is not available; this build has \"shell\" sessions");
+  if (kind && *kind != "shell" && *kind != "python") {
+    return Bad("kind", "\"" + *kind + "\" is not a session kind (\"shell\" or \"python\")");
   }
+  r.kind = kind.value_or("shell");
   CORDON_ASSIGN_OR_RETURN(r.ttl_s, Int(body, "ttl_s", "ttl_s"));
   if (r.ttl_s && *r.ttl_s <= 0) return Bad("ttl_s", "must be a positive number of seconds");
   if (r.ttl_s && *r.ttl_s > 365LL * 24 * 3600) return Bad("ttl_s", "must be at most a year");
@@ -220,10 +221,22 @@ Parsed<session::CreateRequest> ParseSession(const json& body) {
 }
 
 Parsed<session::ExecCall> ParseExec(const json& body) {
-  CORDON_RETURN_IF_ERROR(OnlyKnown(body, {"command", "timeout_ms", "stdin"}, ""));
+  CORDON_RETURN_IF_ERROR(OnlyKnown(body, {"command", "code", "timeout_ms", "stdin"}, ""));
   session::ExecCall call;
   CORDON_ASSIGN_OR_RETURN(auto command, String(body, "command"));
-  if (!command || command->empty()) return Bad("command", "is required and must not be empty");
+  CORDON_ASSIGN_OR_RETURN(auto code, String(body, "code"));
+  if (command && code) return Bad("code", "give either command (shell) or code (python), not both");
+  if (code) {
+    // A python session's code; empty code is a valid (empty) execution.
+    call.command = std::move(*code);
+    CORDON_ASSIGN_OR_RETURN(call.timeout_ms, Int(body, "timeout_ms", "timeout_ms"));
+    if (call.timeout_ms && *call.timeout_ms <= 0) return Bad("timeout_ms", "must be positive");
+    CORDON_ASSIGN_OR_RETURN(call.stdin_bytes, String(body, "stdin"));
+    return call;
+  }
+  if (!command || command->empty()) {
+    return Bad("command", "is required and must not be empty (python sessions take code)");
+  }
   call.command = std::move(*command);
   CORDON_ASSIGN_OR_RETURN(call.timeout_ms, Int(body, "timeout_ms", "timeout_ms"));
   if (call.timeout_ms && *call.timeout_ms <= 0) return Bad("timeout_ms", "must be positive");

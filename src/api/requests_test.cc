@@ -50,10 +50,25 @@ TEST(RequestsTest, ShapeErrorsNameTheField) {
   EXPECT_FALSE(ParseObject("{"));
   EXPECT_FALSE(ParseObject("[]"));
   EXPECT_EQ(ParseSession(json::parse(R"({"kind": "jupyter"})")).error().field, "kind");
+  EXPECT_EQ(ParseExec(json::parse(R"({"command": "x", "code": "y"})")).error().field, "code");
+  EXPECT_EQ(ParseExec(json::parse(R"({"code": 1})")).error().field, "code");
   EXPECT_EQ(ParseSession(json::parse(R"({"ttl_s": -1})")).error().field, "ttl_s");
   EXPECT_EQ(ParseExec(json::parse(R"({"command": ""})")).error().field, "command");
   EXPECT_EQ(ParseExec(json::parse(R"({"command": "x", "timeout_ms": 0})")).error().field,
             "timeout_ms");
+}
+
+TEST(RequestsTest, PythonSessionsTakeCode) {
+  auto session = ParseSession(json::parse(R"({"id": "p", "kind": "python"})"));
+  ASSERT_TRUE(session) << session.error().message;
+  EXPECT_EQ(session->kind, "python");
+  EXPECT_EQ(ParseSession(json::parse(R"({})"))->kind, "shell");
+  auto call = ParseExec(json::parse(R"({"code": "1+1", "timeout_ms": 5})"));
+  ASSERT_TRUE(call) << call.error().message;
+  EXPECT_EQ(call->command, "1+1");
+  EXPECT_EQ(call->timeout_ms, 5);
+  // Empty code is an empty execution, not a missing field.
+  EXPECT_TRUE(ParseExec(json::parse(R"({"code": ""})")));
 }
 
 }  // namespace

@@ -1,11 +1,27 @@
 // cordon serve: the daemon (src/api). Parses options; everything else is the
 // library's.
+//
+// The statically linked `cordon` cannot hold libzmq, so it does not run the
+// daemon itself: after parsing (so --help and option errors need nothing
+// else) it execs `cordon-serve` from its own directory with the same
+// arguments (the same process: pid, signals and descriptors stay). That
+// binary is this command again, linked dynamically with python sessions and
+// the Kernel Gateway surface (src/gateway). Without it, the daemon runs
+// here, with shell sessions only, and says so.
+#include <limits.h>
+#include <unistd.h>
+
+extern char** environ;
+
 #include <memory>
 
+#include "api/log.h"
 #include "api/serve.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/serve_command.h"
 #include "cli/units.h"
+#include "sys/fd.h"
 
 namespace cordon::cli {
 namespace {
@@ -19,6 +35,8 @@ struct ServeArgs {
   std::string max_body = "1M", max_header = "16K", max_file = "256M";
   std::string max_sessions = "64", max_runs = "32";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
+  std::string prespawn = "0", interrupt_grace = "10", max_kernels = "64", max_message = "64M";
+  std::vector<std::string> kernel_env;
   std::map<std::string, CLI::Option*> options;
   bool Given(const std::string& name) const { return options.at(name)->count() > 0; }
 };
@@ -79,10 +97,83 @@ int Execute(const ServeArgs& a) {
     }
     n.set(*value);
   }
+  struct Kernel {
+    const char* option;
+    const std::string& text;
+    std::expected<int64_t, std::string> (*parse)(std::string_view);
+    bool zero_ok;
+    std::function<void(int64_t)> set;
+  };
+  const Kernel kernels[] = {
+      {"--prespawn", a.prespawn, ParseCount, true,
+       [&](int64_t v) { o.gateway.prespawn = static_cast<size_t>(v); }},
+      {"--interrupt-grace", a.interrupt_grace, ParseDurationMs, false,
+       [&](int64_t v) { o.gateway.interrupt_grace = std::chrono::milliseconds(v); }},
+      {"--max-kernels", a.max_kernels, ParseCount, false,
+       [&](int64_t v) { o.gateway.max_kernels = static_cast<size_t>(v); }},
+      {"--max-message-size", a.max_message, ParseSize, false,
+       [&](int64_t v) { o.gateway.max_message_bytes = static_cast<uint64_t>(v); }},
+  };
+  for (const auto& k : kernels) {
+    auto value = k.parse(k.text);
+    if (!value) {
+      PrintError(kName, std::string(k.option) + ": " + value.error());
+      return kExitCordonFailed;
+    }
+    if (*value < 0 || (*value == 0 && !k.zero_ok)) {
+      PrintError(kName, std::string(k.option) + ": must be positive");
+      return kExitCordonFailed;
+    }
+    k.set(*value);
+  }
+  for (const auto& name : a.kernel_env) {
+    if (name.empty() || name.find_first_of("=\0") != std::string::npos) {
+      PrintError(kName, "--kernel-env: '" + name + "' is not a variable name");
+      return kExitCordonFailed;
+    }
+    o.gateway.env_allowlist.push_back(name);
+  }
+  if (ServeWithKernels()) return ServeWithKernels()(std::move(o));
+  ExecKernelServe();  // returns only when cordon-serve is not there
+  api::Log("warning", "no_kernels",
+           {{"message",
+             "cordon-serve was not found next to this binary: python sessions and the /api "
+             "surface are not available"}});
   return api::Serve(std::move(o));
 }
 
 }  // namespace
+
+std::function<int(api::DaemonOptions)>& ServeWithKernels() {
+  static std::function<int(api::DaemonOptions)> serve;
+  return serve;
+}
+
+void ExecKernelServe() {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return;
+  std::string path(self, static_cast<size_t>(n));
+  path = path.substr(0, path.rfind('/') + 1) + "cordon-serve";
+  if (::access(path.c_str(), X_OK) != 0) return;
+  // The arguments exactly as given: /proc/self/cmdline, NUL-separated.
+  auto cmdline = sys::ReadFile("/proc/self/cmdline", 1 << 20);
+  if (!cmdline) return;
+  std::vector<std::string> args;
+  size_t start = 0;
+  while (start < cmdline->size()) {
+    size_t end = cmdline->find('\0', start);
+    if (end == std::string::npos) end = cmdline->size();
+    args.push_back(cmdline->substr(start, end - start));
+    start = end + 1;
+  }
+  if (args.empty()) return;
+  args[0] = path;
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  ::execve(path.c_str(), argv.data(), ::environ);
+}
 
 Command AddServeCommand(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
@@ -121,6 +212,27 @@ Command AddServeCommand(CLI::App& app) {
       ->type_name("SEC");
   opt("--session-max-lifetime", a.max_lifetime, "Sessions are closed after this (default 24h)")
       ->type_name("SEC");
+  opt("--prespawn", a.prespawn,
+      "Python kernels kept started and ready, handed to new python sessions whose request "
+      "declares no env, limits or isolation of its own (default 0)")
+      ->type_name("N");
+  opt("--interrupt-grace", a.interrupt_grace,
+      "After POST /api/kernels/{id}/interrupt, how long a busy kernel has to become idle "
+      "before it is torn down (default 10)")
+      ->type_name("SEC");
+  opt("--max-kernels", a.max_kernels,
+      "Live python sessions at once; POST /api/kernels past it is 403 (default 64)")
+      ->type_name("N");
+  opt("--max-message-size", a.max_message,
+      "Largest kernel message on a websocket, either way; a larger one is refused with an "
+      "error message, never cut (default 64M)")
+      ->type_name("BYTES");
+  a.options["--kernel-env"] =
+      cmd->add_option("--kernel-env", a.kernel_env,
+                      "A variable name (repeatable) that POST /api/kernels may pass in env, "
+                      "besides KERNEL_*")
+          ->type_name("NAME")
+          ->allow_extra_args(false);
   opt("--verify-timeout", a.verify_timeout,
       "How long after SIGKILL death must be seen before a teardown is unverified (default 5)")
       ->type_name("SEC");

@@ -163,13 +163,7 @@ int Exec(const ChildPlan& p) {
 // Landlock needs), Landlock, and seccomp last of all, since it refuses
 // the very calls the steps before it make.
 [[noreturn]] void CommandMain(const ChildPlan& p) {
-  if (p.namespaced) {
-    CORDON_STEP(SetupStep::kSignals, UnblockSignals());
-    // A process group of its own, apart from the init's: a signal for the
-    // run's group then reaches the init alone, which forwards it to this
-    // group once (sharing the init's group, the command got it twice).
-    CORDON_STEP(SetupStep::kSession, ::setpgid(0, 0) == 0 ? 0 : errno);
-  }
+  if (p.namespaced) CORDON_STEP(SetupStep::kSignals, UnblockSignals());
   CORDON_STEP(SetupStep::kRlimits, ApplyRlimits(p));
   CORDON_STEP(SetupStep::kStdio, SetupStdio(p));
   CORDON_STEP(SetupStep::kWorkspace, EnterWorkspace(p));

@@ -76,10 +76,13 @@ void RunInit(pid_t command, int status_fd, int keep_fd) {
         // Exiting kills whatever the command left in the namespace.
         ::_exit(0);
       }
-    } else if (sig > 0) {
-      // To the command's process group (its children too, as a terminal
-      // would), or to the command alone if it has left that group.
-      if (::kill(-command, sig) != 0) ::kill(command, sig);
+    } else if (sig > 0 && sig != SIGINT) {
+      // SIGINT is not forwarded: it is sent to the whole process group (a
+      // terminal's Ctrl-C, a session's interrupt), which the command is in,
+      // so it has it already. A forwarded copy would be a second SIGINT a
+      // moment later, landing in whatever the first one started (the
+      // shell's end marker, the kernel's KeyboardInterrupt handling).
+      ::kill(command, sig);
     }
   }
 }

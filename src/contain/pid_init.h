@@ -2,9 +2,10 @@
 // is special: it reaps orphans (without it they would stay zombies), and
 // when it exits the kernel kills everything else in the namespace, which
 // is what makes "the namespace is gone" a verified death. It forwards
-// SIGTERM, SIGINT and SIGHUP to the command's process group (the command
-// leads one of its own), and when the command exits it
-// reports the command's wait status to the supervisor and exits itself.
+// SIGTERM and SIGHUP to the command (SIGINT, sent to the whole group, the
+// command has already; the init only keeps it from killing itself), and
+// when the command exits it reports the command's wait status to the
+// supervisor and exits itself.
 #pragma once
 
 #include <linux/filter.h>

@@ -1,5 +1,9 @@
 #include "contain/reap.h"
 
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
 #include "contain/grant_cgroups.h"
 #include "contain/tree.h"
 #include "proc/identity.h"
@@ -88,9 +92,19 @@ ReapReport ReapOne(const store::GrantRecord& g, Signaller& signaller,
     return report;
   }
   report.action = "reaped";
-  if (auto removed = cgroups.Remove(); !removed) {
-    report.note += "; cannot remove its cgroup: " + removed.error().message();
+  // cgroup.procs omits tasks that are already exiting: a sandbox's init
+  // waits inside its own exit until the namespace's last process is
+  // reaped, and is still in the group then. The group can be removed only
+  // once it is really empty: wait for that (bounded), so that nothing of the
+  // grant is left when the daemon answers.
+  auto deadline = std::chrono::steady_clock::now() + verify_timeout;
+  auto removed = cgroups.Remove();
+  while (!removed && removed.error().errno_value() == EBUSY &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    removed = cgroups.Remove();
   }
+  if (!removed) report.note += "; cannot remove its cgroup: " + removed.error().message();
   return report;
 }
 

@@ -28,6 +28,13 @@ bool ExecuteCollector::Feed(Channel channel, const Message& m) {
     if (c.contains("execution_count") && c["execution_count"].is_number_integer()) {
       output_.execution_count = c["execution_count"].get<int>();
     }
+    // Some errors are only in the reply (ipykernel prints a KeyboardInterrupt
+    // to stderr and publishes no `error` message).
+    if (output_.status == "error" && output_.error.is_null() && c.contains("ename")) {
+      output_.error = {{"ename", c.value("ename", "")},
+                       {"evalue", c.value("evalue", "")},
+                       {"traceback", c.value("traceback", nlohmann::json::array())}};
+    }
   } else if (channel == Channel::kIopub) {
     if (type == "status") {
       if (c.value("execution_state", "") == "idle") idle_ = true;

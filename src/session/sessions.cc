@@ -1,8 +1,10 @@
 #include "session/sessions.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "contain/grant.h"
 #include "contain/mounts.h"
@@ -26,7 +28,7 @@ std::string NewSessionId() { return "s-" + sys::RandomHex(8); }
 
 // The declared environment plus the fixed allowlist, and nothing of the
 // daemon's own (DESIGN.md §1.3): what a caller declares wins.
-void AddAllowlist(contain::Spec& spec, const std::string& workspace) {
+void AddAllowlist(contain::Spec& spec, const std::string& workspace, const std::string& kind) {
   // Inside a sandbox the workspace is at /workspace.
   const std::string home = spec.isolation.enabled() ? contain::kSandboxWorkspace : workspace;
   auto has = [&](const std::string& name) {
@@ -36,6 +38,9 @@ void AddAllowlist(contain::Spec& spec, const std::string& workspace) {
   const std::pair<const char*, std::string> allowlist[] = {
       {"PATH", kDefaultPath}, {"HOME", home}, {"LANG", "C.UTF-8"}, {"TERM", "dumb"}};
   for (const auto& [name, value] : allowlist) {
+    // A kernel has no terminal; its JUPYTER_* dirs are the kernel's own
+    // (kernel.cc adds them, where it knows the runtime directory).
+    if (kind == "python" && std::string_view(name) == "TERM") continue;
     if (!has(name)) spec.env.emplace_back(name, value);
   }
 }
@@ -75,18 +80,26 @@ Sessions::Session* Sessions::Current(const std::string& id, int64_t generation) 
 
 nlohmann::json Sessions::View(const Session& s) const {
   std::string state = s.state;
-  if (state == "ready" && s.shell && s.shell->running()) state = "busy";
-  return {{"id", s.id},
-          {"kind", "shell"},
-          {"state", state},
-          {"generation", s.generation},
-          {"workspace", WorkspacePath(options_.state_dir, s.id)},
-          {"grant_id", s.grant_id.empty() ? nlohmann::json() : nlohmann::json(s.grant_id)},
-          {"queued", s.queue.size()},
-          {"ttl_s", s.ttl_ms / 1000},
-          {"created_at_ms", s.created_at_ms},
-          {"spec", s.summary},
-          {"problem", s.problem}};
+  if (state == "ready" && s.runtime && s.runtime->running()) state = "busy";
+  nlohmann::json view = {
+      {"id", s.id},
+      {"kind", s.kind},
+      {"state", state},
+      {"generation", s.generation},
+      {"workspace", WorkspacePath(options_.state_dir, s.id)},
+      {"grant_id", s.grant_id.empty() ? nlohmann::json() : nlohmann::json(s.grant_id)},
+      {"queued", s.queue.size()},
+      {"ttl_s", s.ttl_ms / 1000},
+      {"created_at_ms", s.created_at_ms},
+      {"spec", s.summary},
+      {"problem", s.problem}};
+  if (s.kind == "python") {
+    // A kernel's own state, as the Kernel Gateway reports it.
+    view["execution_state"] = "dead";
+    if (state == "starting") view["execution_state"] = "starting";
+    if (s.runtime && (state == "ready" || state == "busy")) s.runtime->Describe(view);
+  }
+  return view;
 }
 
 void Sessions::Record(Session& s) {
@@ -97,6 +110,7 @@ void Sessions::Record(Session& s) {
   r.workspace = WorkspacePath(options_.state_dir, s.id);
   r.grant_id = s.grant_id;
   r.spec = s.summary;
+  r.spec["kind"] = s.kind;
   r.problem = s.problem;
   r.created_at_ms = s.created_at_ms;
   r.updated_at_ms = store::NowMs();
@@ -136,6 +150,7 @@ sys::Result<void> Sessions::Recover() {
     s->state = r.state;
     s->grant_id = r.grant_id;
     s->summary = r.spec;
+    s->kind = r.spec.value("kind", "shell");
     s->problem = r.problem;
     s->created_at_ms = r.created_at_ms;
     s->born = s->last_used = Clock::now();
@@ -156,23 +171,38 @@ sys::Result<void> Sessions::Recover() {
     }
     sessions_.emplace(r.id, std::move(s));
   }
+  // Pool workspaces of an earlier daemon (its runtimes were reaped).
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(options_.state_dir + "/workspaces", ec)) {
+    if (entry.path().filename().string().starts_with(".warm-")) {
+      std::error_code ignored;
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
+  FillPool();
   return {};
 }
 
-std::optional<Error> Sessions::StartShell(Session& s) {
+std::optional<Error> Sessions::StartRuntime(Session& s) {
   const std::string id = s.id;
   const int64_t generation = s.generation;
-  Shell::Events events;
+  Runtime::Events events;
   events.ready = [this, id, generation] { OnReady(id, generation); };
-  events.ended = [this, id, generation](Shell::Ended ended) {
+  events.ended = [this, id, generation](Runtime::Ended ended) {
     OnEnded(id, generation, std::move(ended));
   };
   s.starting_since = Clock::now();
-  auto shell = Shell::Start(reactor_, store_, signaller_, probe_, s.spec, options_.verify_timeout,
-                            std::move(events));
-  if (!shell) return FromAdmit(shell.error());
-  s.shell = std::move(*shell);
-  s.grant_id = s.shell->grant_id();
+  std::expected<std::unique_ptr<Runtime>, contain::AdmitError> runtime;
+  if (s.kind == "python") {
+    runtime = options_.python(id, s.spec, std::move(events));
+  } else {
+    runtime = Shell::Start(reactor_, store_, signaller_, probe_, s.spec, options_.verify_timeout,
+                           std::move(events));
+  }
+  if (!runtime) return FromAdmit(runtime.error());
+  s.runtime = std::move(*runtime);
+  s.grant_id = s.runtime->grant_id();
   s.state = "starting";
   s.problem = nullptr;
   Record(s);
@@ -184,6 +214,15 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   if (!ValidSessionId(id)) {
     return done(Failure(Kind::kInvalid, "id must match ^[A-Za-z0-9_-]{1,64}$", "id"));
   }
+  if (request.kind != "shell" && request.kind != "python") {
+    return done(Failure(Kind::kInvalid, "must be \"shell\" or \"python\"", "kind"));
+  }
+  if (request.kind == "python" && !options_.python) {
+    return done(Failure(Kind::kInvalid,
+                        "python sessions need the kernel-capable daemon (cordon-serve, next to "
+                        "the cordon binary); this one runs without it",
+                        "kind"));
+  }
   Session* s = Find(id);
   if (s) {
     if (s->closing) {
@@ -193,7 +232,13 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
       s->create_waiters.push_back(std::move(done));  // one runtime for concurrent creates
       return;
     }
-    if (s->state == "ready" || s->state == "busy") return done(Created{View(*s), false});
+    if (s->state == "ready" || s->state == "busy") {
+      if (s->kind != request.kind) {
+        return done(
+            Failure(Kind::kConflict, "session " + id + " is live and of kind " + s->kind, "kind"));
+      }
+      return done(Created{View(*s), false});
+    }
     if (s->state == "quarantined") {
       Retry(*s);
       return done(Failure(Kind::kConflict,
@@ -211,11 +256,25 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   // when the shell is admitted).
   contain::Spec spec = std::move(request.spec);
   spec.workspace = options_.state_dir;
-  spec.argv = {"/bin/bash"};
+  spec.argv = {request.kind == "python" ? "/usr/bin/python3" : "/bin/bash"};
   if (auto invalid = contain::Validate(spec)) {
     return done(Failure(Kind::kInvalid, invalid->message(), invalid->field));
   }
   bool reuse = s && s->state == "lost" && !request.fresh_workspace;
+  if (request.kind == "python" && !reuse && MatchesPool(request, spec)) {
+    auto warm = std::make_unique<Session>();
+    warm->generation = s ? s->generation + 1 : 1;
+    const int64_t ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
+    if (TakeWarm(id, warm, ttl_ms)) {
+      Session& session = *warm;
+      sessions_[id] = std::move(warm);
+      Record(session);
+      if (observer_.ready) observer_.ready(std::chrono::microseconds(0));
+      Log("session_ready", session, {{"warm", true}});
+      FillPool();
+      return done(Created{View(session), true});
+    }
+  }
   if (auto prepared = PrepareWorkspace(options_.state_dir, id, !reuse); !prepared) {
     return done(
         Failure(Kind::kInternal, "cannot prepare the workspace: " + prepared.error().message()));
@@ -223,10 +282,11 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   const std::string workspace = WorkspacePath(options_.state_dir, id);
   spec.workspace = workspace;
   spec.owner = "session:" + id;
-  AddAllowlist(spec, workspace);
+  AddAllowlist(spec, workspace, request.kind);
 
   auto fresh = std::make_unique<Session>();
   fresh->id = id;
+  fresh->kind = request.kind;
   fresh->generation = s ? s->generation + 1 : 1;
   fresh->spec = std::move(spec);
   fresh->ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
@@ -240,7 +300,7 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   std::unique_ptr<Session> previous;
   if (s) previous = std::move(sessions_[id]);
   sessions_[id] = std::move(fresh);
-  if (auto failed = StartShell(session)) {
+  if (auto failed = StartRuntime(session)) {
     // Nothing started: the id keeps its previous state.
     if (previous) {
       sessions_[id] = std::move(previous);
@@ -266,11 +326,14 @@ void Sessions::OnReady(const std::string& id, int64_t generation) {
   auto waiters = std::move(s->create_waiters);
   s->create_waiters.clear();
   for (size_t i = 0; i < waiters.size(); ++i) waiters[i](Created{View(*s), i == 0});
+  auto restarted = std::move(s->restart_waiters);
+  s->restart_waiters.clear();
+  for (auto& w : restarted) w(View(*s));
   Pump(*s);
 }
 
 void Sessions::Pump(Session& s) {
-  while (s.shell && s.shell->ready() && !s.queue.empty()) {
+  while (s.runtime && s.runtime->ready() && !s.queue.empty()) {
     Pending p = std::move(s.queue.front());
     s.queue.pop_front();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
@@ -289,14 +352,14 @@ void Sessions::Pump(Session& s) {
     request.grace = std::chrono::milliseconds(s.spec.limits.grace_ms);
     const std::string id = s.id;
     const int64_t generation = s.generation;
-    s.shell->Exec(std::move(request),
-                  [this, id, generation, done = std::move(p.done)](ExecResult result) {
-                    done(std::move(result));
-                    if (Session* current = Current(id, generation)) {
-                      current->last_used = Clock::now();
-                      Pump(*current);
-                    }
-                  });
+    s.runtime->Exec(std::move(request),
+                    [this, id, generation, done = std::move(p.done)](ExecResult result) {
+                      done(std::move(result));
+                      if (Session* current = Current(id, generation)) {
+                        current->last_used = Clock::now();
+                        Pump(*current);
+                      }
+                    });
   }
 }
 
@@ -307,9 +370,12 @@ void Sessions::FailQueue(Session& s, const Error& error) {
   auto waiters = std::move(s.create_waiters);
   s.create_waiters.clear();
   for (auto& w : waiters) w(std::unexpected(error));
+  auto restarts = std::move(s.restart_waiters);
+  s.restart_waiters.clear();
+  for (auto& w : restarts) w(std::unexpected(error));
 }
 
-void Sessions::OnEnded(const std::string& id, int64_t generation, Shell::Ended ended) {
+void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended ended) {
   Session* s = Current(id, generation);
   if (!s) return;
   const contain::Release& release = ended.run.release;
@@ -328,18 +394,33 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Shell::Ended e
     Quarantine(*s, release);
     return;
   }
-  // The shell is gone and verified dead: it can be destroyed (later).
-  retired_.push_back(std::move(s->shell));
+  // The runtime is gone and verified dead: it can be destroyed (later).
+  const bool restarts_on_exit = s->runtime->restarts_on_exit();
+  retired_.push_back(std::move(s->runtime));
   if (s->closing) {
     finish_exec(true, false);
     Close(*s);
     return;
   }
-  if (ended.end == Shell::End::kExited && ended.exec && !was_starting) {
+  if (s->restarting && ended.end == Runtime::End::kKilled) {
+    // Restart: a fresh process, same generation and workspace.
+    s->restarting = false;
+    finish_exec(true, false);
+    Log("session_restarting", *s);
+    if (auto failed = StartRuntime(*s)) {
+      s->state = "invalidated";
+      s->problem = {{"message", "the runtime could not be restarted: " + failed->message}};
+      Record(*s);
+      FailQueue(*s, Error{Kind::kConflict, "session " + id + " is invalidated", "", s->problem});
+    }
+    return;
+  }
+  s->restarting = false;
+  if (restarts_on_exit && ended.end == Runtime::End::kExited && ended.exec && !was_starting) {
     // The command ended the shell (`exit 7`): a fresh one, same workspace.
     Log("shell_restarted", *s, {{"exit_code", ended.run.exit_code.value_or(-1)}});
     finish_exec(false, true);
-    if (auto failed = StartShell(*s)) {
+    if (auto failed = StartRuntime(*s)) {
       s->state = "invalidated";
       s->problem = {{"message", "the shell could not be restarted: " + failed->message}};
       Record(*s);
@@ -349,11 +430,16 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Shell::Ended e
   }
   finish_exec(true, false);
   s->state = "invalidated";
-  std::string why = ended.end == Shell::End::kInvalidated
-                        ? "the shell did not come back within the grace after SIGINT at the "
-                          "deadline; its tree was torn down"
-                    : was_starting ? "the shell exited during startup"
-                                   : "the shell died between executions";
+  const char* what = s->kind == "python" ? "the kernel" : "the shell";
+  std::string why = ended.end == Runtime::End::kInvalidated
+                        ? std::string(what) +
+                              " did not come back within the grace after SIGINT; its tree was "
+                              "torn down"
+                    : was_starting        ? std::string(what) + " exited during startup"
+                    : s->kind == "python" ? std::string("the kernel died")
+                                          : std::string("the shell died between executions");
+  if (!ended.why.empty()) why = ended.why;
+  if (ended.end == Runtime::End::kExited && observer_.died) observer_.died(s->kind);
   s->problem = {{"message", why}};
   Record(*s);
   Log("session_invalidated", *s, {{"why", why}});
@@ -415,14 +501,14 @@ void Sessions::Retry(Session& s) {
       s->problem = Survivors(release);
       return;
     }
-    if (s->shell) retired_.push_back(std::move(s->shell));
+    if (s->runtime) retired_.push_back(std::move(s->runtime));
     s->problem = nullptr;
     Log("quarantine_resolved", *s);
     Close(*s);
   };
   s.retrying = true;
-  if (s.shell) {
-    s.shell->RetryRelease(std::move(resolved));
+  if (s.runtime) {
+    s.runtime->RetryRelease(std::move(resolved));
     return;
   }
   // Quarantined by an earlier daemon: that daemon is gone, so the grant is
@@ -493,13 +579,13 @@ void Sessions::Delete(const std::string& id, bool keep_workspace,
   if (s->state == "quarantined") {
     if (auto e = Unusable(*s)) return done(std::unexpected(*e));
   }
-  if (s->closing || (s->shell && s->state != "quarantined" && s->state != "closed")) {
+  if (s->closing || (s->runtime && s->state != "quarantined" && s->state != "closed")) {
     s->delete_waiters.push_back(std::move(done));
     if (!s->closing) {
       s->closing = true;
       s->keep_workspace = keep_workspace;
       Log("session_deleting", *s);
-      s->shell->Kill();
+      s->runtime->Kill();
     }
     return;
   }
@@ -514,13 +600,18 @@ void Sessions::Exec(const std::string& id, ExecCall call,
   Session* s = Find(id);
   if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
   if (auto e = Unusable(*s)) return done(std::unexpected(*e));
-  if (call.command.find('\0') != std::string::npos) {
+  if (s->kind == "python") {
+    if (call.stdin_bytes) {
+      return done(Failure(Kind::kInvalid, "is not available for python sessions", "stdin"));
+    }
+  } else if (call.command.find('\0') != std::string::npos) {
     return done(Failure(Kind::kInvalid, "contains a NUL byte", "command"));
   }
   if (call.stdin_bytes && call.stdin_bytes->find('\0') != std::string::npos) {
     return done(Failure(Kind::kInvalid, "contains a NUL byte (a shell cannot pass it)", "stdin"));
   }
-  if (call.command.size() + call.stdin_bytes.value_or("").size() > kMaxCommandBytes) {
+  if (s->kind == "shell" &&
+      call.command.size() + call.stdin_bytes.value_or("").size() > kMaxCommandBytes) {
     return done(Failure(Kind::kTooLarge,
                         "command and stdin together are over " + std::to_string(kMaxCommandBytes) +
                             " bytes; put data in the workspace with the files API",
@@ -538,7 +629,37 @@ Outcome<bool> Sessions::Interrupt(const std::string& id) {
   Session* s = Find(id);
   if (!s) return Failure(Kind::kNotFound, "no session " + id);
   if (auto e = Unusable(*s)) return std::unexpected(*e);
-  return s->shell && s->shell->Interrupt();
+  return s->runtime && s->runtime->Interrupt();
+}
+
+void Sessions::Restart(const std::string& id, std::function<void(Outcome<nlohmann::json>)> done) {
+  Session* s = Find(id);
+  if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
+  if (auto e = Unusable(*s)) return done(std::unexpected(*e));
+  s->restart_waiters.push_back(std::move(done));
+  if (s->state == "starting" || s->restarting) return;  // the next ready answers it
+  s->restarting = true;
+  s->state = "starting";
+  Log("session_restart", *s);
+  s->runtime->Kill();
+}
+
+Runtime* Sessions::RuntimeOf(const std::string& id) {
+  Session* s = Find(id);
+  if (!s || s->closing || (s->state != "ready" && s->state != "busy")) return nullptr;
+  return s->runtime.get();
+}
+
+std::string Sessions::KindOf(const std::string& id) const {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? "" : it->second->kind;
+}
+
+size_t Sessions::live(const std::string& kind) const {
+  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(), [&](const auto& e) {
+    const std::string& st = e.second->state;
+    return e.second->kind == kind && (st == "starting" || st == "ready" || st == "busy");
+  }));
 }
 
 Outcome<sys::UniqueFd> Sessions::Workspace(const std::string& id) {
@@ -551,16 +672,16 @@ Outcome<sys::UniqueFd> Sessions::Workspace(const std::string& id) {
   return std::move(*fd);
 }
 
-// The housekeeping timer: never called from inside a Shell's callbacks, so
-// this is where retired Shells are destroyed.
+// The housekeeping timer: never called from inside a Runtime's callbacks, so
+// this is where retired Runtimes are destroyed.
 void Sessions::Tick() {
   retired_.clear();
   const auto now = Clock::now();
   std::vector<Session*> cull;
   for (auto& [id, s] : sessions_) {
     if (s->state == "quarantined") Retry(*s);
-    if (s->closing || !s->shell || s->state != "ready") continue;
-    bool idle = !s->shell->running() && s->queue.empty() &&
+    if (s->closing || !s->runtime || s->state != "ready") continue;
+    bool idle = !s->runtime->running() && s->queue.empty() &&
                 now - s->last_used > std::chrono::milliseconds(s->ttl_ms);
     bool old = now - s->born > options_.max_lifetime;
     if (idle || old) {
@@ -571,32 +692,163 @@ void Sessions::Tick() {
   for (Session* s : cull) {
     s->closing = true;
     s->keep_workspace = false;
-    s->shell->Kill();
+    s->runtime->Kill();
   }
+  FillPool();
   tick_->Set(options_.tick, [this] { Tick(); });
+}
+
+bool Sessions::MatchesPool(const CreateRequest& request, const contain::Spec& spec) const {
+  if (options_.prespawn == 0 || !options_.python) return false;
+  const contain::Spec defaults;
+  const contain::Limits& l = spec.limits;
+  const contain::Limits& d = defaults.limits;
+  bool default_limits = l.timeout_ms == d.timeout_ms && l.grace_ms == d.grace_ms &&
+                        l.output_limit_bytes == d.output_limit_bytes &&
+                        l.memory_bytes == d.memory_bytes && l.pids == d.pids &&
+                        l.cpu_seconds == d.cpu_seconds && l.file_size_bytes == d.file_size_bytes &&
+                        l.open_files == d.open_files &&
+                        l.address_space_bytes == d.address_space_bytes;
+  (void)request;
+  return spec.env.empty() && default_limits && spec.required.empty() && !spec.permissive &&
+         spec.isolation.level == defaults.isolation.level &&
+         spec.isolation.network == defaults.isolation.network && spec.isolation.binds.empty() &&
+         defaults.isolation.enabled();
+}
+
+size_t Sessions::warm() const {
+  return static_cast<size_t>(
+      std::count_if(pool_.begin(), pool_.end(), [](const auto& e) { return e.second.ready; }));
+}
+
+// Starts pool runtimes until there are options_.prespawn of them (ready or
+// starting). Each gets a workspace of its own (named so that no session id
+// can collide with it), renamed to the session's when it is handed out: a
+// sandbox sees it at /workspace either way.
+void Sessions::FillPool() {
+  if (stopping_ || !options_.python || !contain::Spec().isolation.enabled()) return;
+  while (pool_.size() < options_.prespawn) {
+    const std::string parent = options_.state_dir + "/workspaces";
+    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return;
+    const std::string key = ".warm-" + sys::RandomHex(6);
+    const std::string workspace = parent + "/" + key;
+    if (::mkdir(workspace.c_str(), 0700) != 0) return;
+    contain::Spec spec;
+    spec.workspace = workspace;
+    spec.owner = "session-pool";
+    spec.argv = {"/usr/bin/python3"};
+    AddAllowlist(spec, workspace, "python");
+    auto binding = std::make_shared<Binding>(Binding{key, 0, true});
+    Runtime::Events events;
+    events.ready = [this, binding] {
+      if (!binding->pooled) return OnReady(binding->id, binding->generation);
+      auto it = pool_.find(binding->id);
+      if (it == pool_.end()) return;
+      it->second.ready = true;
+      if (observer_.log) {
+        observer_.log("pool_ready",
+                      {{"pool_id", binding->id},
+                       {"ready_us", std::chrono::duration_cast<std::chrono::microseconds>(
+                                        Clock::now() - it->second.started)
+                                        .count()}});
+      }
+    };
+    events.ended = [this, binding](Runtime::Ended ended) {
+      if (!binding->pooled) return OnEnded(binding->id, binding->generation, std::move(ended));
+      auto it = pool_.find(binding->id);
+      if (it == pool_.end()) return;
+      if (observer_.released) observer_.released(ended.run.release);
+      if (observer_.log) {
+        // A pool runtime whose teardown was not verified keeps its grant
+        // active: the next daemon's recovery reaps it.
+        observer_.log(ended.run.release.dead ? "pool_runtime_ended" : "pool_runtime_survivors",
+                      {{"pool_id", binding->id},
+                       {"why", ended.why},
+                       {"survivors", ended.run.release.survivors}});
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(it->second.workspace, ec);
+      retired_.push_back(std::move(it->second.runtime));
+      pool_.erase(it);
+      MaybeFinishShutdown();
+    };
+    auto runtime = options_.python(key, spec, std::move(events));
+    if (!runtime) {
+      if (observer_.log) observer_.log("pool_start_failed", {{"error", runtime.error().message}});
+      std::error_code ec;
+      std::filesystem::remove_all(workspace, ec);
+      return;  // tried again at the next tick
+    }
+    Warm w;
+    w.runtime = std::move(*runtime);
+    w.binding = binding;
+    w.spec = std::move(spec);
+    w.workspace = workspace;
+    w.started = Clock::now();
+    pool_.emplace(key, std::move(w));
+  }
+}
+
+bool Sessions::TakeWarm(const std::string& id, std::unique_ptr<Session>& session, int64_t ttl_ms) {
+  auto it = std::find_if(pool_.begin(), pool_.end(), [](const auto& e) {
+    return e.second.ready && e.second.runtime && e.second.runtime->ready();
+  });
+  if (it == pool_.end()) return false;
+  const std::string workspace = WorkspacePath(options_.state_dir, id);
+  if (!RemoveWorkspace(options_.state_dir, id)) return false;
+  if (::rename(it->second.workspace.c_str(), workspace.c_str()) != 0) return false;
+  Warm w = std::move(it->second);
+  pool_.erase(it);
+  Session& s = *session;
+  s.id = id;
+  s.kind = "python";
+  s.spec = std::move(w.spec);
+  s.spec.workspace = workspace;
+  s.spec.owner = "session:" + id;
+  s.ttl_ms = ttl_ms;
+  s.summary = contain::SpecSummary(s.spec);
+  s.summary.erase("argv");
+  s.summary.erase("stdin_bytes");
+  s.summary["workspace_reused"] = false;
+  s.summary["warm"] = true;
+  s.runtime = std::move(w.runtime);
+  s.grant_id = s.runtime->grant_id();
+  s.runtime->Rebind(id);
+  s.state = "ready";
+  s.created_at_ms = store::NowMs();
+  s.born = s.last_used = s.starting_since = Clock::now();
+  // From here on the runtime's events are the session's.
+  w.binding->id = id;
+  w.binding->generation = s.generation;
+  w.binding->pooled = false;
+  return true;
 }
 
 void Sessions::Shutdown(std::function<void(bool)> done) {
   shutdown_ = std::move(done);
   stopping_ = true;
   tick_->Cancel();
+  std::vector<Runtime*> pooled;
+  for (auto& [key, w] : pool_) pooled.push_back(w.runtime.get());
+  for (Runtime* runtime : pooled) runtime->Kill();
   // Every live session is marked before any is killed: a teardown may end
   // at once, and the shutdown is over only when none is left closing.
-  std::vector<Shell*> kill;
+  std::vector<Runtime*> kill;
   for (auto& [id, s] : sessions_) {
-    if (!s->shell || s->closing || s->state == "quarantined" || s->state == "closed") continue;
+    if (!s->runtime || s->closing || s->state == "quarantined" || s->state == "closed") continue;
     s->closing = true;
     s->keep_workspace = true;
-    kill.push_back(s->shell.get());
+    kill.push_back(s->runtime.get());
   }
-  for (Shell* shell : kill) shell->Kill();
+  for (Runtime* runtime : kill) runtime->Kill();
   MaybeFinishShutdown();
 }
 
 void Sessions::MaybeFinishShutdown() {
   if (!stopping_ || !shutdown_) return;
+  if (!pool_.empty()) return;
   for (const auto& [id, s] : sessions_) {
-    if (s->closing || (s->shell && s->state == "starting")) return;
+    if (s->closing || (s->runtime && s->state == "starting")) return;
   }
   auto done = std::move(shutdown_);
   shutdown_ = nullptr;

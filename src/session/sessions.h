@@ -1,5 +1,6 @@
-// The daemon's shell sessions (DESIGN.md §2): one state machine per id,
-// kept in the store, each runtime a Shell inside the containment boundary.
+// The daemon's sessions (DESIGN.md §2): one state machine per id, kept in
+// the store, each runtime (a Shell, or a Jupyter kernel for kind `python`)
+// inside the containment boundary.
 //
 //   starting -> ready <-> busy -> closed
 //   ready/busy -> invalidated   (the timeout ladder, or the shell died idle)
@@ -33,6 +34,7 @@
 #include "contain/spec.h"
 #include "session/alarm.h"
 #include "session/error.h"
+#include "session/runtime.h"
 #include "session/shell.h"
 #include "store/store.h"
 #include "sys/fd.h"
@@ -48,10 +50,20 @@ struct SessionOptions {
   // Housekeeping: idle culling and quarantine retries.
   std::chrono::milliseconds tick{1000};
   int64_t default_exec_timeout_ms = 600000;
+  // Starts a `python` session's kernel; null: this daemon has no kernels
+  // (the statically linked cordon without cordon-serve).
+  RuntimeFactory python;
+  // Python runtimes kept started and ready (the warm pool), handed to a new
+  // python session whose request declares nothing of its own (no env,
+  // limits, requirements; the default isolation, which must be a sandbox:
+  // the kernel's HOME is then /workspace, whatever the directory is named
+  // outside). Refilled in the background.
+  size_t prespawn = 0;
 };
 
 struct CreateRequest {
   std::optional<std::string> id;
+  std::string kind = "shell";  // "shell" or "python"
   // env, limits, required, permissive: as for a run; the command is the shell.
   // limits.timeout_ms is the default deadline of each execution,
   // limits.grace_ms how long the shell has to come back after SIGINT.
@@ -70,6 +82,8 @@ struct ExecCall {
 struct Observer {
   std::function<void(std::chrono::microseconds)> ready;  // a shell answered, after this long
   std::function<void(const contain::Release&)> released;
+  // A runtime died on its own (a kernel that crashed): its kind.
+  std::function<void(const std::string& kind)> died;
   std::function<void(const std::string& event, const nlohmann::json& fields)> log;
 };
 
@@ -99,6 +113,15 @@ class Sessions final {
   void Exec(const std::string& id, ExecCall call, std::function<void(Outcome<ExecResult>)> done);
   // SIGINT to the running command; false when none runs.
   Outcome<bool> Interrupt(const std::string& id);
+  // Replaces a live session's runtime with a fresh process in the same
+  // generation and workspace (what it held is gone); `done` once the new
+  // one is ready.
+  void Restart(const std::string& id, std::function<void(Outcome<nlohmann::json>)> done);
+  // The live runtime of a session (for the kernel gateway's relay), or null.
+  Runtime* RuntimeOf(const std::string& id);
+  // The kind of a session ("shell", "python"), or "" when there is none.
+  std::string KindOf(const std::string& id) const;
+  size_t live(const std::string& kind) const;
   // The workspace of a live session, for the files API (marks it used).
   Outcome<sys::UniqueFd> Workspace(const std::string& id);
 
@@ -108,6 +131,7 @@ class Sessions final {
 
   size_t live() const;
   size_t quarantined() const;
+  size_t warm() const;  // ready in the pool
 
  private:
   struct Pending {
@@ -117,16 +141,19 @@ class Sessions final {
   };
   struct Session {
     std::string id;
+    std::string kind = "shell";
     int64_t generation = 0;
     std::string state;  // as recorded; "busy" is derived from the shell
     contain::Spec spec;
     int64_t ttl_ms = 0;
     nlohmann::json summary;  // what was asked, without env values
-    std::unique_ptr<Shell> shell;
+    std::unique_ptr<Runtime> runtime;
     std::string grant_id;
     std::deque<Pending> queue;
     std::vector<std::function<void(Outcome<Created>)>> create_waiters;
     std::vector<std::function<void(Outcome<nlohmann::json>)>> delete_waiters;
+    std::vector<std::function<void(Outcome<nlohmann::json>)>> restart_waiters;
+    bool restarting = false;
     bool closing = false;
     bool keep_workspace = false;
     bool retrying = false;
@@ -135,6 +162,22 @@ class Sessions final {
     std::chrono::steady_clock::time_point born;  // of this generation
     std::chrono::steady_clock::time_point last_used;
     std::chrono::steady_clock::time_point starting_since;
+  };
+
+  // Where a runtime's events go: a pool entry until it is handed out, then
+  // a session's generation.
+  struct Binding {
+    std::string id;  // the pool key, then the session id
+    int64_t generation = 0;
+    bool pooled = true;
+  };
+  struct Warm {
+    std::unique_ptr<Runtime> runtime;
+    std::shared_ptr<Binding> binding;
+    contain::Spec spec;
+    std::string workspace;
+    bool ready = false;
+    std::chrono::steady_clock::time_point started;
   };
 
   Sessions(sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
@@ -151,9 +194,9 @@ class Sessions final {
   nlohmann::json View(const Session& s) const;
   void Record(Session& s);
   void Log(const std::string& event, const Session& s, nlohmann::json fields = {});
-  std::optional<Error> StartShell(Session& s);
+  std::optional<Error> StartRuntime(Session& s);
   void OnReady(const std::string& id, int64_t generation);
-  void OnEnded(const std::string& id, int64_t generation, Shell::Ended ended);
+  void OnEnded(const std::string& id, int64_t generation, Runtime::Ended ended);
   void Pump(Session& s);
   void Close(Session& s);
   void Quarantine(Session& s, const contain::Release& release);
@@ -161,6 +204,11 @@ class Sessions final {
   void FailQueue(Session& s, const Error& error);
   std::optional<Error> Unusable(Session& s);
   void Tick();
+  void FillPool();
+  bool MatchesPool(const CreateRequest& request, const contain::Spec& spec) const;
+  // Hands a ready pool runtime to session `id` (generation `generation`);
+  // false when none is ready or the workspace cannot be moved.
+  bool TakeWarm(const std::string& id, std::unique_ptr<Session>& session, int64_t ttl_ms);
   void MaybeFinishShutdown();
 
   sys::Reactor& reactor_;
@@ -170,9 +218,10 @@ class Sessions final {
   SessionOptions options_;
   Observer observer_;
   std::map<std::string, std::unique_ptr<Session>> sessions_;
-  // Shells that ended and were replaced; destroyed at the next tick or with
-  // the Sessions, never from inside their own callbacks.
-  std::vector<std::unique_ptr<Shell>> retired_;
+  // Runtimes that ended and were replaced; destroyed at the next tick or
+  // with the Sessions, never from inside their own callbacks.
+  std::vector<std::unique_ptr<Runtime>> retired_;
+  std::map<std::string, Warm> pool_;
   std::unique_ptr<Alarm> tick_;
   std::function<void(bool)> shutdown_;  // set while stopping, until called
   bool stopping_ = false;

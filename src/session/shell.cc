@@ -26,20 +26,6 @@ int64_t MsSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-nlohmann::json ToJson(const ExecResult& r) {
-  return {{"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
-          {"stdout", r.out.data},
-          {"stderr", r.err.data},
-          {"stdout_truncated", r.out.truncated},
-          {"stderr_truncated", r.err.truncated},
-          {"stdout_bytes", r.out.bytes},
-          {"stderr_bytes", r.err.bytes},
-          {"timed_out", r.timed_out},
-          {"invalidated", r.invalidated},
-          {"shell_restarted", r.shell_restarted},
-          {"duration_ms", r.duration_ms}};
-}
-
 std::expected<std::unique_ptr<Shell>, contain::AdmitError> Shell::Start(
     sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
     const contain::Probe& probe, contain::Spec spec, std::chrono::milliseconds verify_timeout,
@@ -211,7 +197,7 @@ void Shell::OnShellDone(run::RunResult run) {
   phase_ = Phase::kEnded;
   alarm_->Cancel();
   interrupt_alarm_->Cancel();
-  Ended ended{ending_, std::move(run), std::nullopt, nullptr};
+  Ended ended{ending_, std::move(run), std::nullopt, nullptr, ""};
   if (was_running && exec_done_) {
     auto sink = [](std::optional<run::Capture>& c) {
       return [&c](std::string_view b) {

@@ -28,80 +28,43 @@
 #include "run/execution.h"
 #include "session/alarm.h"
 #include "session/framing.h"
+#include "session/runtime.h"
 #include "store/store.h"
 
 namespace cordon::session {
 
-struct ExecRequest {
-  std::string command;
-  std::chrono::milliseconds timeout{600000};
-  std::optional<std::string> stdin_bytes;  // none: the command reads EOF
-  size_t output_limit = 10 << 20;          // per stream
-  std::chrono::milliseconds grace{2000};   // after SIGINT at the deadline
-};
-
-struct ExecResult {
-  std::optional<int> exit_code;  // 128+N when the shell was killed by signal N
-  run::StreamResult out;
-  run::StreamResult err;
-  bool timed_out = false;
-  bool invalidated = false;      // the session was torn down (timeout ladder)
-  bool shell_restarted = false;  // the command ended the shell; a fresh one started
-  int64_t duration_ms = 0;
-};
-
-// {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
-//  "stdout_bytes", "stderr_bytes", "timed_out", "invalidated",
-//  "shell_restarted", "duration_ms"}
-nlohmann::json ToJson(const ExecResult& result);
-
-class Shell final {
+class Shell final : public Runtime {
  public:
-  enum class End {
-    kExited,       // the shell exited on its own (a command ran `exit`, or it died)
-    kInvalidated,  // the timeout ladder tore it down: SIGINT did not bring it back
-    kKilled,       // Kill() was called
-  };
-  struct Ended {
-    End end;
-    run::RunResult run;  // its release says whether death was verified
-    // The execution that was running, if any, with what it had produced.
-    std::optional<ExecResult> exec;
-    std::function<void(ExecResult)> exec_done;
-  };
-  struct Events {
-    std::function<void()> ready;
-    // Runs once; must not destroy the Shell.
-    std::function<void(Ended)> ended;
-  };
-
   // Admits `spec` (its command is replaced by the shell), launches it and
   // sends the bootstrap; `ready` follows once the shell has answered.
   static std::expected<std::unique_ptr<Shell>, contain::AdmitError> Start(
       sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
       const contain::Probe& probe, contain::Spec spec, std::chrono::milliseconds verify_timeout,
       Events events);
-  ~Shell();
+  ~Shell() override;
   Shell(const Shell&) = delete;
   Shell& operator=(const Shell&) = delete;
 
   // Runs one command; the shell must be ready and idle. `done` runs once,
   // when the end markers arrive; if the shell ends first, Ended carries it.
-  void Exec(ExecRequest request, std::function<void(ExecResult)> done);
+  void Exec(ExecRequest request, std::function<void(ExecResult)> done) override;
   // SIGINT to the running command (and the shell, which survives it),
   // repeated every kInterruptRepeat while that command runs, for up to a
   // second: a SIGINT that lands while the shell forks the command is lost
   // (the child does not exist yet, and the shell then waits for it).
   // False when no command runs.
-  bool Interrupt();
+  bool Interrupt() override;
   // Tears the whole tree down now; `ended` follows with kKilled.
-  void Kill();
+  void Kill() override;
   // See run::Execution::RetryRelease.
-  void RetryRelease(std::function<void(const contain::Release&)> retried);
+  void RetryRelease(std::function<void(const contain::Release&)> retried) override;
 
-  bool ready() const { return phase_ == Phase::kIdle; }
-  bool running() const { return phase_ == Phase::kRunning || phase_ == Phase::kInterrupting; }
-  const std::string& grant_id() const { return execution_->grant_id(); }
+  bool ready() const override { return phase_ == Phase::kIdle; }
+  bool running() const override {
+    return phase_ == Phase::kRunning || phase_ == Phase::kInterrupting;
+  }
+  const std::string& grant_id() const override { return execution_->grant_id(); }
+  bool restarts_on_exit() const override { return true; }
 
  private:
   enum class Phase { kStarting, kIdle, kRunning, kInterrupting, kEnding, kEnded };

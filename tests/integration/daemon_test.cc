@@ -186,7 +186,7 @@ TEST_F(DaemonTest, EveryValidationErrorNamesTheField) {
       {"/v1/runs", R"({"argv": ["/bin/true"], "timeout": 5})", "timeout"},
       {"/v1/sessions", R"({"id": "bad id!"})", "id"},
       {"/v1/sessions", R"({"id": ")" + std::string(65, 'a') + R"("})", "id"},
-      {"/v1/sessions", R"({"kind": "python"})", "kind"},
+      {"/v1/sessions", R"({"kind": "ruby"})", "kind"},
       {"/v1/sessions", R"({"ttl_s": 0})", "ttl_s"},
       {"/v1/sessions", R"({"env": {"": "x"}})", "env"},
       {"/v1/sessions", R"({"limits": {"pids": -1}})", "limits.pids"},

@@ -37,7 +37,6 @@ from cordon_client import ConflictError, NotFoundError  # noqa: E402
 from cordon_client.client import Session  # noqa: E402
 from daemon_support import (  # noqa: E402
     CGROUP_ROOT,
-    CORDON,
     Daemon,
     chain_below,
     identity,
@@ -84,38 +83,8 @@ class Target:
         return self.daemon is not None
 
 
-def cordon_serves_api(daemon):
-    try:
-        r = requests.get(daemon.url + "/api", headers={"Authorization": f"token {daemon.token}"},
-                         timeout=10)
-    except requests.RequestException:
-        return False
-    return r.status_code == 200 and "version" in r.json()
-
-
-_api_served = {}
-
-
-def skip_unless_cordon_serves_api(tmp_path_factory):
-    """Asked once, of a daemon with no extra options (so that an option the
-    build lacks fails its test instead of skipping it)."""
-    if not os.access(CORDON, os.X_OK):
-        pytest.skip(f"no cordon binary at {CORDON} (set CORDON_BINARY)")
-    if "served" not in _api_served:
-        root = GW_CGROUP_ROOT + "-probe"
-        d = Daemon(tmp_path_factory.mktemp("cordon-probe") / "state", cgroup_root=root)
-        _api_served["served"] = cordon_serves_api(d)
-        assert d.stop() == 0
-        remove_cgroup_root(root)
-    # LEAD: remove once /api lands
-    if not _api_served["served"]:
-        pytest.skip("this cordon does not serve GET /api (issue 6's Kernel Gateway surface "
-                    "is not in this build yet)")
-
-
-def start_cordon(tmp_path_factory, state_dir, *extra, cgroup_root):
+def start_cordon(state_dir, *extra, cgroup_root):
     """A daemon whose environment holds SECRET (kernels must never see it)."""
-    skip_unless_cordon_serves_api(tmp_path_factory)
     env = dict(os.environ, CORDON_TEST_SECRET=SECRET)
     return Daemon(state_dir, *extra, cgroup_root=cgroup_root, env=env)
 
@@ -142,7 +111,7 @@ def target(request, tmp_path_factory):
         server.stop()
     else:
         root = GW_CGROUP_ROOT + "-target"
-        d = start_cordon(tmp_path_factory, tmp_path_factory.mktemp("cordon") / "state",
+        d = start_cordon(tmp_path_factory.mktemp("cordon") / "state",
                          cgroup_root=root)
         yield Target("cordon", Gateway(d.url, d.token), 401, d.pid, daemon=d)
         stop_cordon(d)
@@ -152,7 +121,7 @@ def target(request, tmp_path_factory):
 def cordon(tmp_path_factory):
     """cordon alone, for what only cordon promises."""
     root = GW_CGROUP_ROOT + "-only"
-    d = start_cordon(tmp_path_factory, tmp_path_factory.mktemp("cordon-only") / "state",
+    d = start_cordon(tmp_path_factory.mktemp("cordon-only") / "state",
                      cgroup_root=root)
     yield Target("cordon", Gateway(d.url, d.token), 401, d.pid, daemon=d)
     stop_cordon(d)
@@ -598,7 +567,7 @@ def test_two_kernels_cannot_see_each_others_workspaces(cordon):
 
 def test_the_kernel_limit_is_403_resource_limit(tmp_path, tmp_path_factory):
     root = GW_CGROUP_ROOT + "-limit"
-    d = start_cordon(tmp_path_factory, tmp_path / "state", "--max-kernels", "1", cgroup_root=root)
+    d = start_cordon(tmp_path / "state", "--max-kernels", "1", cgroup_root=root)
     try:
         gw = Gateway(d.url, d.token)
         first = gw.create_kernel()
@@ -628,7 +597,7 @@ SWALLOW = ("import signal, time\n"
 def test_a_kernel_that_swallows_interrupts_is_torn_down_after_the_grace(tmp_path,
                                                                          tmp_path_factory):
     root = GW_CGROUP_ROOT + "-grace"
-    d = start_cordon(tmp_path_factory, tmp_path / "state", *INTERRUPT_GRACE, cgroup_root=root)
+    d = start_cordon(tmp_path / "state", *INTERRUPT_GRACE, cgroup_root=root)
     try:
         target = Target("cordon", Gateway(d.url, d.token), 401, d.pid, daemon=d)
         gw = target.gw
@@ -680,7 +649,7 @@ def test_a_kernel_that_swallows_interrupts_is_torn_down_after_the_grace(tmp_path
 def test_sigkill_the_daemon_then_restart_no_kernel_survives(tmp_path, tmp_path_factory):
     root = GW_CGROUP_ROOT + "-kill"
     state = tmp_path / "state"
-    first = start_cordon(tmp_path_factory, state, cgroup_root=root)
+    first = start_cordon(state, cgroup_root=root)
     second = None
     try:
         target = Target("cordon", Gateway(first.url, first.token), 401, first.pid, daemon=first)
@@ -699,7 +668,7 @@ def test_sigkill_the_daemon_then_restart_no_kernel_survives(tmp_path, tmp_path_f
         in_tree = {identity(p) for p in pids_in_cgroup_tree(root)} - {None}
         first.kill()
 
-        second = start_cordon(tmp_path_factory, state, cgroup_root=root)
+        second = start_cordon(state, cgroup_root=root)
         # Reaped before the restarted daemon answered.
         survivors = {i[0] for i in in_tree if still_running(i)}
         for k in kernels:

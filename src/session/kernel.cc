@@ -1,0 +1,421 @@
+#include "session/kernel.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "contain/grant.h"
+#include "jupyter/connection.h"
+#include "sys/random.h"
+
+namespace cordon::session {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using jupyter::Channel;
+
+constexpr std::chrono::milliseconds kInfoRetry{200};
+constexpr size_t kTailBytes = 2048;
+
+int64_t MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+std::unexpected<contain::AdmitError> Internal(const std::string& message) {
+  return std::unexpected(
+      contain::AdmitError{contain::AdmitError::Kind::kInternal, "", message, {}});
+}
+
+void SetEnv(contain::Spec& spec, const std::string& name, const std::string& value) {
+  for (auto& [n, v] : spec.env) {
+    if (n == name) {
+      v = value;
+      return;
+    }
+  }
+  spec.env.emplace_back(name, value);
+}
+
+}  // namespace
+
+RuntimeFactory MakeKernelFactory(KernelContext context) {
+  // What an earlier daemon left: its kernels were reaped before this one
+  // answers, their sockets and connection files are stale.
+  // (It is made again when a kernel starts.)
+  std::error_code ec;
+  std::filesystem::remove_all(context.runtime_root, ec);
+  return [context](const std::string& session_id, contain::Spec spec, Runtime::Events events)
+             -> std::expected<std::unique_ptr<Runtime>, contain::AdmitError> {
+    auto kernel = Kernel::Start(context, session_id, std::move(spec), std::move(events));
+    if (!kernel) return std::unexpected(kernel.error());
+    return std::unique_ptr<Runtime>(std::move(*kernel));
+  };
+}
+
+std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
+    const KernelContext& context, const std::string& session_id, contain::Spec spec,
+    Events events) {
+  std::unique_ptr<Kernel> k(new Kernel(context, session_id, std::move(events)));
+  for (auto* alarm : {&k->alarm_, &k->heartbeat_, &k->interrupt_}) {
+    auto created = Alarm::Create(*context.reactor);
+    if (!created) return Internal(created.error().message());
+    *alarm = std::move(*created);
+  }
+
+  // A private runtime directory, 0700; short, for the socket paths. The
+  // root is traversable, not listable: a sandbox's root must reach its own
+  // directory to bind it, and nothing else there.
+  std::error_code ec;
+  std::filesystem::create_directories(context.runtime_root, ec);
+  ::chmod(context.runtime_root.c_str(), 0711);
+  k->runtime_dir_ = context.runtime_root + "/" + sys::RandomHex(6);
+  if (::mkdir(k->runtime_dir_.c_str(), 0700) != 0) {
+    return Internal("mkdir(\"" + k->runtime_dir_ + "\"): " + std::strerror(errno));
+  }
+  const bool isolated = spec.isolation.enabled();
+  if (isolated) spec.isolation.binds.push_back({k->runtime_dir_, kKernelDir, true});
+  spec.shell.reset();
+  spec.stdin_bytes.reset();
+  spec.limits.timeout_ms.reset();
+  spec.limits.grace_ms = 0;  // a teardown kills at once, as for a shell
+  spec.argv = {context.python, "-m", "ipykernel_launcher"};  // completed below
+
+  auto grant = contain::Acquire(spec, *context.probe, *context.store);
+  if (!grant) return std::unexpected(grant.error());
+  // Where the kernel sees its directory: bound at kKernelDir when it has a
+  // mount namespace, else at its own path.
+  const bool namespaced = grant->isolation && grant->isolation->namespaces;
+  const std::string kernel_dir = namespaced ? std::string(kKernelDir) : k->runtime_dir_;
+  auto connection = jupyter::WriteConnection(k->runtime_dir_, kernel_dir);
+  if (!connection) {
+    (void)context.store->RecordRelease(grant->id, "setup_failed", nlohmann::json::object(), true);
+    if (grant->cgroups) (void)grant->cgroups->Remove();
+    return Internal("the kernel's connection file: " + connection.error().message());
+  }
+  if (namespaced) {
+    // The sandbox's root is this outside id: the directory and the file are
+    // its own (0700 / 0600), no one else's.
+    uid_t uid = grant->isolation->outside_uid;
+    gid_t gid = grant->isolation->outside_gid;
+    if (::chown(k->runtime_dir_.c_str(), uid, gid) != 0 ||
+        ::chown(connection->file.c_str(), uid, gid) != 0) {
+      (void)context.store->RecordRelease(grant->id, "setup_failed", nlohmann::json::object(), true);
+      if (grant->cgroups) (void)grant->cgroups->Remove();
+      return Internal("chown of the kernel's runtime directory: " + std::string(strerror(errno)));
+    }
+  }
+  // The ipython dir (profile, history) is the kernel's own, not the
+  // workspace's; frozen modules off keeps the debugger's warning out.
+  const std::string ipython_dir = k->runtime_dir_ + "/ipython";
+  ::mkdir(ipython_dir.c_str(), 0700);
+  if (namespaced) {
+    (void)::chown(ipython_dir.c_str(), grant->isolation->outside_uid,
+                  grant->isolation->outside_gid);
+  }
+  spec.argv = {context.python,
+               "-Xfrozen_modules=off",
+               "-m",
+               "ipykernel_launcher",
+               "-f",
+               kernel_dir + "/connection.json",
+               "--ipython-dir=" + kernel_dir + "/ipython"};
+  SetEnv(spec, "JUPYTER_RUNTIME_DIR", kernel_dir);
+  SetEnv(spec, "JUPYTER_DATA_DIR", kernel_dir + "/data");
+
+  Kernel* self = k.get();
+  auto client = jupyter::KernelClient::Connect(
+      *context.reactor, *context.zmq, *connection,
+      [self](Channel ch, const jupyter::Message& m) { self->OnMessage(ch, m); },
+      [self](Channel ch, const std::string& why) {
+        // A message that failed verification is dropped, never believed.
+        if (self->context_.listener) {
+          self->context_.listener->OnKernelDropped(self->session_id_, ch, why);
+        }
+      },
+      [self] { self->ping_outstanding_ = false; });
+  if (!client) {
+    (void)context.store->RecordRelease(grant->id, "setup_failed", nlohmann::json::object(), true);
+    if (grant->cgroups) (void)grant->cgroups->Remove();
+    return Internal(client.error().message());
+  }
+  k->client_ = std::move(*client);
+
+  run::ExecutionOptions options;
+  options.verify_timeout = context.verify_timeout;
+  options.keep_output = false;
+  options.on_output = [self](run::StreamId, std::string_view bytes) {
+    self->output_tail_.append(bytes);
+    if (self->output_tail_.size() > 2 * kTailBytes) {
+      self->output_tail_.erase(0, self->output_tail_.size() - kTailBytes);
+    }
+  };
+  auto execution = run::Execution::Start(*context.reactor, *context.store, *context.signaller,
+                                         std::move(*grant), spec, std::move(options),
+                                         [self](run::RunResult r) { self->OnDone(std::move(r)); });
+  if (!execution) return Internal(execution.error().message());
+  k->execution_ = std::move(*execution);
+
+  k->alarm_->Set(context.ready_timeout, [self] {
+    if (self->phase_ != Phase::kStarting) return;
+    self->Escalate("the kernel did not answer kernel_info_request within " +
+                   std::to_string(self->context_.ready_timeout.count()) + " ms");
+  });
+  k->AskInfo();
+  return k;
+}
+
+Kernel::~Kernel() {
+  client_.reset();
+  execution_.reset();
+  std::error_code ec;
+  if (!runtime_dir_.empty()) std::filesystem::remove_all(runtime_dir_, ec);
+}
+
+void Kernel::AskInfo() {
+  if (phase_ != Phase::kStarting) return;
+  jupyter::Message request = client_->Make("kernel_info_request");
+  info_requests_.insert(request.msg_id());
+  (void)client_->Send(Channel::kShell, request);
+  if (phase_ != Phase::kStarting) return;  // the reply may have come at once
+  heartbeat_->Set(kInfoRetry, [this] { AskInfo(); });
+}
+
+void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
+  if (phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
+  const std::string type = m.msg_type();
+  if (channel == Channel::kIopub) {
+    // The daemon's own kernel_info_requests (readiness retries that the
+    // kernel may still be answering) do not make it look busy.
+    if (type == "status" && !info_requests_.contains(m.parent_msg_id())) {
+      std::string state = m.content.value("execution_state", "");
+      if (state == "idle" || state == "busy" || state == "starting") execution_state_ = state;
+      if (state == "idle") {
+        busy_hint_ = false;
+        interrupt_->Cancel();
+      }
+    }
+  }
+  if (phase_ == Phase::kStarting) {
+    // Ready once a kernel_info_request of ours was answered and its idle
+    // seen on iopub: then the subscription has joined, and the kernel is idle.
+    const bool ours = info_requests_.contains(m.parent_msg_id());
+    if (channel == Channel::kShell && type == "kernel_info_reply" && ours) info_ = true;
+    if (channel == Channel::kIopub && type == "status" && ours &&
+        m.content.value("execution_state", "") == "idle") {
+      iopub_seen_ = true;
+    }
+  }
+  if (context_.listener) context_.listener->OnKernelMessage(session_id_, channel, m);
+  if (phase_ == Phase::kStarting) {
+    if (info_ && iopub_seen_) OnReady();
+    return;
+  }
+  if (collector_ && channel == Channel::kIopub && type == "execute_input" &&
+      m.parent_msg_id() == collector_->msg_id()) {
+    // The kernel now handles SIGINT for this execution (before, it ignores
+    // it): an interrupt that was due is sent now.
+    begun_ = true;
+    if (interrupt_due_) {
+      interrupt_due_ = false;
+      (void)execution_->Interrupt(SIGINT);
+    }
+  }
+  if (collector_ && (phase_ == Phase::kRunning || phase_ == Phase::kDraining)) {
+    if (collector_->Feed(channel, m)) return Finish();
+    if (collector_->over_budget() && phase_ == Phase::kRunning) {
+      Drain(request_.grace,
+            "the kernel did not come back to idle within the grace after its "
+            "output went over the budget and it was interrupted");
+    }
+  }
+}
+
+void Kernel::OnReady() {
+  phase_ = Phase::kIdle;
+  if (execution_state_ == "starting") execution_state_ = "idle";
+  alarm_->Cancel();
+  heartbeat_->Cancel();
+  heartbeat_->Set(context_.heartbeat_interval, [this] { Heartbeat(); });
+  if (events_.ready) events_.ready();
+  if (context_.listener) context_.listener->OnKernelReady(session_id_);
+}
+
+void Kernel::Heartbeat() {
+  if (phase_ == Phase::kStarting || phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
+  if (ping_outstanding_) {
+    if (Clock::now() - ping_sent_ > context_.heartbeat_timeout) {
+      return Escalate("the kernel stopped answering its heartbeat for " +
+                      std::to_string(context_.heartbeat_timeout.count()) + " ms");
+    }
+  } else if (client_->Ping()) {
+    ping_outstanding_ = true;
+    ping_sent_ = Clock::now();
+  }
+  heartbeat_->Set(context_.heartbeat_interval, [this] { Heartbeat(); });
+}
+
+void Kernel::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
+  request_ = std::move(request);
+  exec_done_ = std::move(done);
+  phase_ = Phase::kRunning;
+  timed_out_ = false;
+  begun_ = false;
+  interrupt_due_ = false;
+  exec_started_ = Clock::now();
+  jupyter::Message m =
+      client_->Make("execute_request", {{"code", request_.command},
+                                        {"silent", false},
+                                        {"store_history", true},
+                                        {"user_expressions", nlohmann::json::object()},
+                                        {"allow_stdin", false},
+                                        {"stop_on_error", false}});
+  collector_.emplace(m.msg_id(), request_.output_limit);
+  alarm_->Set(request_.timeout, [this] { OnDeadline(); });
+  if (auto sent = client_->Send(Channel::kShell, m); !sent) {
+    why_ = "the execution could not be sent to the kernel: " + sent.error().message();
+    ending_ = End::kInvalidated;
+    Kill();
+  }
+}
+
+ExecResult Kernel::TakeResult() {
+  ExecResult r;
+  if (collector_) {
+    r.kernel = collector_->Take();
+    collector_.reset();
+  } else {
+    r.kernel.emplace();
+  }
+  if (r.kernel->status.empty()) r.kernel->status = "error";
+  r.timed_out = timed_out_;
+  r.duration_ms = MsSince(exec_started_);
+  return r;
+}
+
+void Kernel::Finish() {
+  alarm_->Cancel();
+  phase_ = Phase::kIdle;
+  ExecResult result = TakeResult();
+  std::function<void(ExecResult)> done = std::move(exec_done_);
+  exec_done_ = nullptr;
+  done(std::move(result));
+}
+
+// SIGINT, then `grace` for the execution's reply and idle; else teardown.
+void Kernel::Drain(std::chrono::milliseconds grace, const std::string& why) {
+  phase_ = Phase::kDraining;
+  if (begun_) {
+    (void)execution_->Interrupt(SIGINT);
+  } else {
+    interrupt_due_ = true;  // sent when its execute_input shows it began
+  }
+  alarm_->Set(grace, [this, why] {
+    if (phase_ != Phase::kDraining) return;
+    Escalate(why);
+  });
+}
+
+void Kernel::OnDeadline() {
+  if (phase_ != Phase::kRunning && phase_ != Phase::kDraining) return;
+  timed_out_ = true;
+  Drain(request_.grace,
+        "the kernel did not come back to idle within the grace after SIGINT at the deadline; "
+        "its tree was torn down");
+}
+
+bool Kernel::Interrupt() {
+  if (phase_ != Phase::kIdle && phase_ != Phase::kRunning && phase_ != Phase::kDraining) {
+    return false;
+  }
+  bool busy = running() || busy_hint_ || execution_state_ == "busy";
+  if (!execution_->Interrupt(SIGINT)) return false;
+  if (busy && !interrupt_->armed()) {
+    interrupt_->Set(context_.interrupt_grace, [this] {
+      Escalate("the kernel did not come back to idle within " +
+               std::to_string(context_.interrupt_grace.count()) +
+               " ms after an interrupt; its tree was torn down");
+    });
+  }
+  return true;
+}
+
+sys::Result<void> Kernel::Forward(Channel channel, jupyter::Message message) {
+  if (phase_ != Phase::kIdle && phase_ != Phase::kRunning && phase_ != Phase::kDraining) {
+    return sys::Fail("the kernel is not running", ESRCH);
+  }
+  if (channel != Channel::kShell && channel != Channel::kControl && channel != Channel::kStdin) {
+    return sys::Fail("messages can only be sent on shell, control and stdin", EINVAL);
+  }
+  if (channel == Channel::kShell && message.msg_type() == "execute_request") busy_hint_ = true;
+  message.identities.clear();
+  CORDON_ASSIGN_OR_RETURN(std::string id, client_->Send(channel, message));
+  (void)id;
+  return {};
+}
+
+void Kernel::Describe(nlohmann::json& view) const {
+  std::string state = execution_state_;
+  if (running() || busy_hint_) state = "busy";
+  if (phase_ == Phase::kStarting) state = "starting";
+  view["execution_state"] = state;
+}
+
+void Kernel::Escalate(const std::string& why) {
+  if (phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
+  why_ = why;
+  ending_ = End::kInvalidated;
+  Kill();
+}
+
+void Kernel::Kill() {
+  if (phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
+  if (ending_ != End::kInvalidated) ending_ = End::kKilled;
+  phase_ = Phase::kEnding;
+  alarm_->Cancel();
+  heartbeat_->Cancel();
+  interrupt_->Cancel();
+  execution_->Cancel();
+}
+
+void Kernel::OnDone(run::RunResult run) {
+  const bool was_starting = phase_ == Phase::kStarting;
+  const bool was_running = running() || (phase_ == Phase::kEnding && exec_done_);
+  if (phase_ != Phase::kEnding) ending_ = End::kExited;
+  phase_ = Phase::kEnded;
+  execution_state_ = "dead";
+  alarm_->Cancel();
+  heartbeat_->Cancel();
+  interrupt_->Cancel();
+  Ended ended{ending_, std::move(run), std::nullopt, nullptr, why_};
+  if (ending_ == End::kExited) {
+    std::string how = ended.run.exit_code ? "exit status " + std::to_string(*ended.run.exit_code)
+                      : ended.run.signal  ? "signal " + std::to_string(*ended.run.signal)
+                                          : "no status";
+    if (ended.run.setup_error) {
+      const contain::SetupError& e = *ended.run.setup_error;
+      how = "setup failed at " + std::string(contain::SetupStepName(e.step)) +
+            (e.detail.empty() ? "" : " (" + e.detail + ")") + ": " + std::strerror(e.err);
+    }
+    std::string tail = output_tail_.size() > kTailBytes
+                           ? output_tail_.substr(output_tail_.size() - kTailBytes)
+                           : output_tail_;
+    ended.why = (was_starting ? "the kernel exited during startup (" : "the kernel died (") + how +
+                ")" + (tail.empty() ? "" : ": " + tail);
+  }
+  if (was_running && exec_done_) {
+    ended.exec = TakeResult();
+    ended.exec_done = std::move(exec_done_);
+    exec_done_ = nullptr;
+  }
+  if (context_.listener) context_.listener->OnKernelEnded(session_id_);
+  events_.ended(std::move(ended));
+}
+
+void Kernel::RetryRelease(std::function<void(const contain::Release&)> retried) {
+  execution_->RetryRelease(std::move(retried));
+}
+
+}  // namespace cordon::session

@@ -1,0 +1,158 @@
+// One runtime of a `python` session: Debian's ipykernel inside the
+// containment boundary (its own grant, cgroup and, when isolated,
+// namespaces, seccomp and Landlock, like a shell), driven over ZeroMQ `ipc`
+// sockets in a private runtime directory (0700, bound into the sandbox at
+// kKernelDir) with a fresh key per kernel. The key stays in the daemon and
+// in the kernel's own connection file (0600): API clients never see it.
+//
+// Readiness: kernel_info_request, repeated, until one is answered and its
+// `status: idle` has arrived on iopub (a SUB socket misses what is
+// published before it joined), within KernelContext::ready_timeout. The heartbeat is pinged
+// while the kernel lives; a kernel that stops answering it for
+// heartbeat_timeout, or whose process exits, is dead.
+//
+// Built into cordon_jupyter (libzmq), not into the static `cordon`.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "contain/probe.h"
+#include "contain/signaller.h"
+#include "jupyter/execute.h"
+#include "jupyter/kernel_client.h"
+#include "run/execution.h"
+#include "session/alarm.h"
+#include "session/runtime.h"
+#include "store/store.h"
+
+namespace cordon::session {
+
+// Where an isolated kernel sees its runtime directory.
+inline constexpr const char* kKernelDir = "/run/cordon-kernel";
+
+// What every kernel's messages are also shown to (the Kernel Gateway
+// relay), by session id. Runs on the reactor.
+class KernelListener {
+ public:
+  virtual ~KernelListener() = default;
+  virtual void OnKernelMessage(const std::string& session_id, jupyter::Channel channel,
+                               const jupyter::Message& message) = 0;
+  // The kernel answered: it is ready for messages.
+  virtual void OnKernelReady(const std::string& session_id) = 0;
+  // The kernel's process is gone (died, torn down, killed).
+  virtual void OnKernelEnded(const std::string& session_id) = 0;
+  // A message from the kernel failed verification and was dropped.
+  virtual void OnKernelDropped(const std::string& session_id, jupyter::Channel channel,
+                               const std::string& why) = 0;
+};
+
+struct KernelContext {
+  sys::Reactor* reactor = nullptr;
+  store::Store* store = nullptr;
+  contain::Signaller* signaller = nullptr;
+  const contain::Probe* probe = nullptr;
+  jupyter::ZmqContext* zmq = nullptr;
+  // Runtime directories are made beneath it (short: unix socket paths are
+  // at most 107 bytes).
+  std::string runtime_root;
+  std::chrono::milliseconds verify_timeout{5000};
+  std::chrono::milliseconds ready_timeout{60000};
+  std::chrono::milliseconds heartbeat_interval{2000};
+  std::chrono::milliseconds heartbeat_timeout{30000};
+  // After an interrupt that is not an execution's deadline (the gateway's
+  // POST .../interrupt): how long the kernel has to come back to idle
+  // before it is torn down.
+  std::chrono::milliseconds interrupt_grace{10000};
+  std::string python = "/usr/bin/python3";
+  KernelListener* listener = nullptr;  // optional
+};
+
+// The factory Sessions uses for kind `python` (SessionOptions::python).
+// Removes what earlier daemons left beneath `context.runtime_root`.
+RuntimeFactory MakeKernelFactory(KernelContext context);
+
+class Kernel final : public Runtime {
+ public:
+  static std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Start(
+      const KernelContext& context, const std::string& session_id, contain::Spec spec,
+      Events events);
+  ~Kernel() override;
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  // Runs `request.command` as code; one output budget (output_limit). Past
+  // the budget the kernel is interrupted and drained; at the deadline it is
+  // interrupted, and torn down if it is not idle again within the grace.
+  void Exec(ExecRequest request, std::function<void(ExecResult)> done) override;
+  // SIGINT to the kernel's process group inside its boundary (delivered
+  // once: the sandbox's init does not forward SIGINT). If it was busy and
+  // is not idle again within interrupt_grace, it is torn down.
+  bool Interrupt() override;
+  void Kill() override;
+  void RetryRelease(std::function<void(const contain::Release&)> retried) override;
+
+  bool ready() const override { return phase_ == Phase::kIdle; }
+  bool running() const override { return phase_ == Phase::kRunning || phase_ == Phase::kDraining; }
+  const std::string& grant_id() const override { return execution_->grant_id(); }
+  bool restarts_on_exit() const override { return false; }
+  void Describe(nlohmann::json& view) const override;
+  void Rebind(const std::string& session_id) override { session_id_ = session_id; }
+
+  // The relay: a client's message, signed with this kernel's key and sent
+  // on `channel` (shell, control or stdin).
+  sys::Result<void> Forward(jupyter::Channel channel, jupyter::Message message);
+  // "starting", "idle" or "busy", from the kernel's iopub status.
+  const std::string& execution_state() const { return execution_state_; }
+
+ private:
+  enum class Phase { kStarting, kIdle, kRunning, kDraining, kEnding, kEnded };
+
+  Kernel(const KernelContext& context, std::string session_id, Events events)
+      : context_(context), session_id_(std::move(session_id)), events_(std::move(events)) {}
+  void OnMessage(jupyter::Channel channel, const jupyter::Message& message);
+  void AskInfo();
+  void OnReady();
+  void Heartbeat();
+  void Finish();  // the running execution is complete
+  void Drain(std::chrono::milliseconds grace, const std::string& why);
+  void OnDeadline();
+  void Escalate(const std::string& why);
+  void OnDone(run::RunResult result);
+  ExecResult TakeResult();
+
+  KernelContext context_;
+  std::string session_id_;
+  Events events_;
+  std::string runtime_dir_;
+  std::unique_ptr<run::Execution> execution_;
+  std::unique_ptr<jupyter::KernelClient> client_;
+  std::unique_ptr<Alarm> alarm_;      // readiness bound; an execution's deadline and grace
+  std::unique_ptr<Alarm> heartbeat_;  // heartbeat pings; readiness retries
+  std::unique_ptr<Alarm> interrupt_;  // the grace after an API interrupt
+  Phase phase_ = Phase::kStarting;
+  End ending_ = End::kExited;
+  std::string why_;
+  std::string execution_state_ = "starting";
+  bool busy_hint_ = false;  // a relayed execute_request is not answered by idle yet
+  bool info_ = false;
+  std::set<std::string> info_requests_;  // our kernel_info_requests while starting
+  bool iopub_seen_ = false;
+  std::chrono::steady_clock::time_point ping_sent_;
+  bool ping_outstanding_ = false;
+  std::string output_tail_;  // the kernel process's own stderr/stdout, last bytes
+
+  std::optional<jupyter::ExecuteCollector> collector_;
+  ExecRequest request_;
+  std::function<void(ExecResult)> exec_done_;
+  bool timed_out_ = false;
+  bool begun_ = false;          // its execute_input arrived: the kernel handles SIGINT now
+  bool interrupt_due_ = false;  // the deadline or budget came before that
+  std::chrono::steady_clock::time_point exec_started_;
+};
+
+}  // namespace cordon::session

@@ -1,0 +1,33 @@
+#include "session/runtime.h"
+
+namespace cordon::session {
+
+nlohmann::json ToJson(const ExecResult& r) {
+  if (r.kernel) {
+    const jupyter::ExecuteOutput& k = *r.kernel;
+    return {{"status", k.status.empty() ? "error" : k.status},
+            {"stdout", k.stdout_text},
+            {"stderr", k.stderr_text},
+            {"results", k.results},
+            {"error", k.error},
+            {"execution_count",
+             k.execution_count ? nlohmann::json(*k.execution_count) : nlohmann::json()},
+            {"truncated", k.truncated},
+            {"timed_out", r.timed_out},
+            {"invalidated", r.invalidated},
+            {"duration_ms", r.duration_ms}};
+  }
+  return {{"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
+          {"stdout", r.out.data},
+          {"stderr", r.err.data},
+          {"stdout_truncated", r.out.truncated},
+          {"stderr_truncated", r.err.truncated},
+          {"stdout_bytes", r.out.bytes},
+          {"stderr_bytes", r.err.bytes},
+          {"timed_out", r.timed_out},
+          {"invalidated", r.invalidated},
+          {"shell_restarted", r.shell_restarted},
+          {"duration_ms", r.duration_ms}};
+}
+
+}  // namespace cordon::session
