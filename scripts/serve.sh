@@ -32,6 +32,8 @@ cordon serve is listening on $url
   store:  $state/cordon.db
   try:    curl -s -H "Authorization: Bearer \$(cat $token)" -d '{"argv": ["/bin/echo", "hi"]}' $url/v1/runs
   client: PYTHONPATH=clients/python /usr/bin/python3 -c 'import cordon_client as c; print(c.Client("$url", token_file="$token").run(shell="uname -a")["stdout"])'
+  kernels: a Jupyter Kernel Gateway at $url (/api/kernels; e.g.
+          jupyter ... --GatewayClient.url=$url --GatewayClient.auth_token=\$(cat $token))
   API:    docs/api.md; stop with Ctrl-C
 
 MSG
