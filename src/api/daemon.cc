@@ -112,15 +112,7 @@ struct Daemon::Impl {
   void Handle(Request request, std::shared_ptr<Exchange> ex) {
     const http::verb method = request.message.method();
     const std::vector<std::string> seg = Segments(request.path);
-    auto is = [&](std::initializer_list<const char*> want) {
-      if (seg.size() != want.size()) return false;
-      size_t i = 0;
-      for (const char* w : want) {
-        if (*w != '*' && seg[i] != w) return false;
-        ++i;
-      }
-      return true;
-    };
+    auto is = [&](std::initializer_list<const char*> want) { return SegmentsMatch(seg, want); };
     auto not_allowed = [&](const char* allow) {
       ex->RespondJson(
           405,

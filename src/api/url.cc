@@ -43,4 +43,15 @@ std::vector<std::string> Segments(const std::string& path) {
   return out;
 }
 
+bool SegmentsMatch(const std::vector<std::string>& segments,
+                   std::initializer_list<const char*> pattern) {
+  if (segments.size() != pattern.size()) return false;
+  size_t i = 0;
+  for (const char* want : pattern) {
+    if (std::string_view(want) != "*" && segments[i] != want) return false;
+    ++i;
+  }
+  return true;
+}
+
 }  // namespace cordon::api

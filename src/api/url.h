@@ -2,6 +2,7 @@
 // query, percent-decoded.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -18,5 +19,10 @@ std::map<std::string, std::string> ParseQuery(std::string_view query);
 // "/v1/sessions/x" -> {"v1", "sessions", "x"}, still encoded (a decoded
 // "%2F" must not become a separator).
 std::vector<std::string> Segments(const std::string& path);
+
+// Whether `segments` are exactly `pattern`, where "*" matches any one
+// segment: {"v1", "sessions", "*"}.
+bool SegmentsMatch(const std::vector<std::string>& segments,
+                   std::initializer_list<const char*> pattern);
 
 }  // namespace cordon::api

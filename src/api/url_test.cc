@@ -17,5 +17,14 @@ TEST(UrlTest, DecodesPathsAndQueries) {
             (std::vector<std::string>{"v1", "sessions", "x", "files", "", "etc"}));
 }
 
+TEST(UrlTest, SegmentsMatchAPatternWithWildcards) {
+  std::vector<std::string> seg = Segments("/api/kernels/k-1/channels");
+  EXPECT_TRUE(SegmentsMatch(seg, {"api", "kernels", "*", "channels"}));
+  EXPECT_FALSE(SegmentsMatch(seg, {"api", "kernels", "*"}));
+  EXPECT_FALSE(SegmentsMatch(seg, {"api", "kernels", "*", "restart"}));
+  EXPECT_FALSE(SegmentsMatch(seg, {"api", "kernels", "*", "channels", "*"}));
+  EXPECT_TRUE(SegmentsMatch(Segments("/api"), {"api"}));
+}
+
 }  // namespace
 }  // namespace cordon::api

@@ -118,13 +118,7 @@ class Gateway final : public api::Extension {
       ex->RespondJson(405, api::ToJson(e), {{"Allow", allow}});
     };
     auto is = [&](std::initializer_list<const char*> want) {
-      if (seg.size() != want.size()) return false;
-      size_t i = 0;
-      for (const char* w : want) {
-        if (*w != '*' && seg[i] != w) return false;
-        ++i;
-      }
-      return true;
+      return api::SegmentsMatch(seg, want);
     };
     if (is({"api"})) {
       if (method != http::verb::get) return not_allowed("GET"), true;
