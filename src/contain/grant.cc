@@ -1,9 +1,8 @@
 #include "contain/grant.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include "sys/random.h"
 
 namespace cordon::contain {
 namespace {
@@ -98,22 +97,7 @@ const std::string& Grant::Mechanism(Capability c) const {
   return it == mechanisms.end() ? kNone : it->second;
 }
 
-std::string NewGrantId() {
-  unsigned char b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  b[6] = (b[6] & 0x0f) | 0x40;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  char out[37];
-  std::snprintf(out, sizeof out,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                b[15]);
-  return out;
-}
+std::string NewGrantId() { return sys::RandomUuid(); }
 
 json SpecSummary(const Spec& spec) {
   json s;

@@ -3,13 +3,13 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/random.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 
 #include "sys/json_text.h"
+#include "sys/random.h"
 
 namespace cordon::jupyter {
 namespace {
@@ -89,19 +89,7 @@ std::expected<Message, std::string> Parse(const std::vector<std::string>& frames
   return m;
 }
 
-std::string NewUuid() {
-  unsigned char b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  b[6] = (b[6] & 0x0f) | 0x40;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  std::string hex = Hex(b, 16);
-  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
-         hex.substr(16, 4) + "-" + hex.substr(20);
-}
+std::string NewUuid() { return sys::RandomUuid(); }
 
 std::string IsoNow() {
   auto now = std::chrono::system_clock::now();

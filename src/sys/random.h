@@ -10,4 +10,7 @@ namespace cordon::sys {
 // the kernel's pool is initialised (early boot).
 std::string RandomHex(size_t bytes);
 
+// A random (version 4) UUID, "xxxxxxxx-xxxx-4xxx-Yxxx-xxxxxxxxxxxx".
+std::string RandomUuid();
+
 }  // namespace cordon::sys

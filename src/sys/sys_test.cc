@@ -7,10 +7,24 @@
 #include "sys/error.h"
 #include "sys/fd.h"
 #include "sys/pidfd.h"
+#include "sys/random.h"
 #include "sys/timerfd.h"
 
 namespace cordon::sys {
 namespace {
+
+TEST(RandomTest, HexAndUuidsAreFreshAndWellFormed) {
+  std::string hex = RandomHex(16);
+  EXPECT_EQ(hex.size(), 32u);
+  EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(hex, RandomHex(16));
+  std::string a = RandomUuid();
+  ASSERT_EQ(a.size(), 36u);
+  for (size_t dash : {8, 13, 18, 23}) EXPECT_EQ(a[dash], '-') << a;
+  EXPECT_EQ(a[14], '4') << a;                                          // version 4
+  EXPECT_NE(std::string("89ab").find(a[19]), std::string::npos) << a;  // RFC 4122 variant
+  EXPECT_NE(a, RandomUuid());
+}
 
 TEST(ErrorTest, NamesTheErrno) {
   EXPECT_EQ(ErrnoName(ENOENT), "ENOENT");
