@@ -21,9 +21,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
+#include "api/log.h"
 #include "sys/json_text.h"
 
 namespace cordon::api {
@@ -43,11 +45,21 @@ std::string NewRequestId() {
   return buf;
 }
 
+// One accepted WebSocket. Beast allows one read and one write operation in
+// flight at a time, and an async_close counts as a write; Pump is the only
+// place that starts either, so they never overlap.
+//
+// Ownership: a write in flight owns `out_.front()` (Beast holds a pointer
+// into it) until its completion handler has run, and only that handler pops
+// it. Nothing else may remove the front while `writing_` is set: Ended()
+// drops only what is queued behind it. Every handler holds `self`, so the
+// session outlives its operations.
 template <typename Socket>
 class WebSocketSession final : public WebSocket,
                                public std::enable_shared_from_this<WebSocketSession<Socket>> {
  public:
-  WebSocketSession(Socket socket, uint64_t max_message) : ws_(std::move(socket)) {
+  WebSocketSession(Socket socket, uint64_t max_message, uint64_t max_queued)
+      : ws_(std::move(socket)), max_queued_(max_queued) {
     ws_.read_message_max(max_message);
     ws_.auto_fragment(false);
   }
@@ -59,29 +71,42 @@ class WebSocketSession final : public WebSocket,
     ws_.set_option(beast::websocket::stream_base::decorator(
         [](beast::websocket::response_type& res) { res.set(http::field::server, "cordon"); }));
     ws_.async_accept(*req, [self, req, accepted = std::move(accepted)](beast::error_code ec) {
-      if (ec) return;
+      if (ec) return self->Ended();
       accepted(self);
     });
   }
 
   void Start(Handlers handlers) override {
+    if (ended_) {
+      // Ended before anyone listened (the handshake's peer went away): the
+      // closed handler is still owed its one call.
+      if (handlers.closed) handlers.closed();
+      return;
+    }
     handlers_ = std::move(handlers);
     Read();
   }
 
   void Send(std::string text) override {
-    if (closed_) return;
+    if (ended_ || close_requested_) return;
+    if (!out_.empty() && queued_ + text.size() > max_queued_) {
+      // The client does not read what it is sent: the queue would grow
+      // with the producer (a kernel's output) until the daemon ran out of
+      // memory. It goes, whatever produced the output goes on.
+      Log("warning", "ws_slow_reader",
+          {{"queued_bytes", queued_}, {"message_bytes", text.size()}, {"limit", max_queued_}});
+      return Ended();
+    }
+    queued_ += text.size();
     out_.push_back(std::move(text));
-    if (!writing_) WriteNext();
+    Pump();
   }
 
+  // Sends what is queued, then a close frame.
   void Close() override {
-    if (closed_) return;
-    closing_ = true;
-    if (writing_) return;  // closes after the queue
-    auto self = this->shared_from_this();
-    ws_.async_close(beast::websocket::close_code::normal,
-                    [self](beast::error_code) { self->Ended(); });
+    if (ended_ || close_requested_) return;
+    close_requested_ = true;
+    Pump();
   }
 
  private:
@@ -91,34 +116,50 @@ class WebSocketSession final : public WebSocket,
       if (ec) return self->Ended();
       std::string text = beast::buffers_to_string(self->buffer_.data());
       self->buffer_.consume(self->buffer_.size());
+      // The handler may Send, Close, or drop its last reference to this
+      // session; `self` keeps it alive until this handler returns.
       if (self->handlers_.message) self->handlers_.message(std::move(text));
-      if (!self->closed_) self->Read();
+      if (!self->ended_) self->Read();
     });
   }
 
-  void WriteNext() {
-    if (out_.empty() || closed_) {
-      writing_ = false;
-      if (closing_ && !closed_) {
-        closing_ = false;
-        Close();
-      }
+  void Pump() {
+    if (writing_ || ended_) return;
+    auto self = this->shared_from_this();
+    if (!out_.empty()) {
+      writing_ = true;
+      ws_.text(true);
+      ws_.async_write(asio::buffer(out_.front()), [self](beast::error_code ec, size_t) {
+        self->writing_ = false;
+        self->queued_ -= self->out_.front().size();
+        self->out_.pop_front();  // the buffer this write owned; see the class comment
+        if (ec) return self->Ended();
+        self->Pump();
+      });
       return;
     }
-    writing_ = true;
-    ws_.text(true);
-    auto self = this->shared_from_this();
-    ws_.async_write(asio::buffer(out_.front()), [self](beast::error_code ec, size_t) {
-      self->out_.pop_front();
-      if (ec) return self->Ended();
-      self->WriteNext();
-    });
+    if (close_requested_ && !close_sent_) {
+      close_sent_ = true;
+      writing_ = true;
+      ws_.async_close(beast::websocket::close_code::normal, [self](beast::error_code) {
+        self->writing_ = false;
+        self->Ended();
+      });
+    }
   }
 
+  // The connection is over, either way. Safe while a read or a write is in
+  // flight: closing the socket makes them complete (with an error) later.
   void Ended() {
-    if (closed_) return;
-    closed_ = true;
-    out_.clear();
+    if (ended_) return;
+    ended_ = true;
+    if (writing_) {
+      out_.erase(std::next(out_.begin()), out_.end());  // the front is the write's
+      queued_ = out_.front().size();
+    } else {
+      out_.clear();
+      queued_ = 0;
+    }
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).close(ignored);
     auto closed = std::move(handlers_.closed);
@@ -127,12 +168,15 @@ class WebSocketSession final : public WebSocket,
   }
 
   beast::websocket::stream<Socket> ws_;
-  beast::flat_buffer buffer_;
-  std::deque<std::string> out_;
+  beast::flat_buffer buffer_;    // the read in flight's
+  std::deque<std::string> out_;  // front: the write in flight's, while writing_
+  uint64_t queued_ = 0;          // bytes in out_
+  const uint64_t max_queued_;
   Handlers handlers_;
-  bool writing_ = false;
-  bool closing_ = false;
-  bool closed_ = false;
+  bool writing_ = false;  // an async_write or async_close is in flight
+  bool close_requested_ = false;
+  bool close_sent_ = false;
+  bool ended_ = false;
 };
 
 template <typename Socket>
@@ -206,7 +250,8 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     if (hooks_.answered) hooks_.answered(request_, 101);
     // The socket is the WebSocket's from here on; this connection is done.
     closed_ = true;
-    auto ws = std::make_shared<WebSocketSession<Socket>>(std::move(socket_), max_message);
+    auto ws = std::make_shared<WebSocketSession<Socket>>(std::move(socket_), max_message,
+                                                         limits_.ws_queued_bytes);
     ws->Accept(std::move(request_.message), std::move(accepted));
   }
 
@@ -327,8 +372,9 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     writing_ = true;
     auto self = this->shared_from_this();
     asio::async_write(socket_, asio::buffer(queue_.front()), [self](beast::error_code ec, size_t) {
-      self->queue_.pop_front();
-      if (ec) {
+      self->queue_.pop_front();  // the buffer this write owned
+      if (ec || self->closed_) {
+        self->writing_ = false;
         self->Close();
         return self->Gone();
       }
@@ -373,7 +419,12 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   void Close() {
     if (closed_) return;
     closed_ = true;
-    queue_.clear();
+    // A write in flight owns the front of the queue until its handler pops it.
+    if (writing_) {
+      queue_.erase(std::next(queue_.begin()), queue_.end());
+    } else {
+      queue_.clear();
+    }
     beast::error_code ignored;
     socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);

@@ -80,6 +80,10 @@ bool IsWebSocketUpgrade(const http::request<http::string_body>& request);
 struct HttpLimits {
   uint32_t header_bytes = 16 << 10;
   uint64_t body_bytes = 1 << 20;
+  // Bytes a WebSocket may have queued for its client. A client that stops
+  // reading is disconnected (logged `ws_slow_reader`) once a send would
+  // take its queue past this; one message into an empty queue always goes.
+  uint64_t ws_queued_bytes = 16 << 20;
 };
 
 struct HttpHooks {

@@ -32,7 +32,7 @@ struct ServeArgs {
   std::vector<std::string> listen;
   bool allow_remote = false;
   std::string state_dir, token_file, cgroup_root;
-  std::string max_body = "1M", max_header = "16K", max_file = "256M";
+  std::string max_body = "1M", max_header = "16K", max_file = "256M", ws_max_queued = "16M";
   std::string max_sessions = "64", max_runs = "32";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
   std::string prespawn = "0", interrupt_grace = "10", max_kernels = "64", max_message = "64M";
@@ -70,6 +70,8 @@ int Execute(const ServeArgs& a) {
       {"--max-header", a.max_header, ParseSize,
        [&](int64_t v) { o.http.header_bytes = static_cast<uint32_t>(v); }},
       {"--max-file-size", a.max_file, ParseSize, [&](int64_t v) { o.max_file_bytes = v; }},
+      {"--ws-max-queued", a.ws_max_queued, ParseSize,
+       [&](int64_t v) { o.http.ws_queued_bytes = static_cast<uint64_t>(v); }},
       {"--max-sessions", a.max_sessions, ParseCount,
        [&](int64_t v) { o.sessions.max_sessions = static_cast<size_t>(v); }},
       {"--max-runs", a.max_runs, ParseCount,
@@ -205,6 +207,10 @@ Command AddServeCommand(CLI::App& app) {
   opt("--max-body", a.max_body, "Largest JSON body (default 1M)")->type_name("BYTES");
   opt("--max-header", a.max_header, "Largest request header (default 16K)")->type_name("BYTES");
   opt("--max-file-size", a.max_file, "Largest file in a workspace via the API (default 256M)")
+      ->type_name("BYTES");
+  opt("--ws-max-queued", a.ws_max_queued,
+      "Bytes queued for one WebSocket client; a client that stops reading is disconnected "
+      "(logged ws_slow_reader) and its kernel goes on (default 16M)")
       ->type_name("BYTES");
   opt("--max-sessions", a.max_sessions, "Live sessions at once (default 64)")->type_name("N");
   opt("--max-runs", a.max_runs, "Runs in progress at once (default 32)")->type_name("N");
