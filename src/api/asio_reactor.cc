@@ -52,7 +52,11 @@ void AsioReactor::Arm(int fd, uint64_t token) {
   auto it = entries_.find(fd);
   if (it == entries_.end() || it->second->token != token) return;
   if (Readable(fd)) {
-    boost::asio::post(io_, [this, fd, token] { Dispatch(fd, token); });
+    // The post may outlive this reactor (a loop that runs on after the
+    // daemon is gone): it holds only a weak reference.
+    boost::asio::post(io_, [alive = std::weak_ptr<char>(alive_), this, fd, token] {
+      if (alive.lock()) Dispatch(fd, token);
+    });
     return;
   }
   it->second->descriptor.async_wait(boost::asio::posix::stream_descriptor::wait_read,

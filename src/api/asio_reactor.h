@@ -49,6 +49,8 @@ class AsioReactor final : public sys::Reactor {
   // its fd was unwatched (and perhaps watched again) finds another token and
   // does nothing.
   std::unordered_map<int, std::unique_ptr<Entry>> entries_;
+  // Expires with the reactor: a handler posted to the loop checks it first.
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
 }  // namespace cordon::api

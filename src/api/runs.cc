@@ -111,7 +111,8 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   }
   RemoveScratch(run);
   // The Execution is still on the stack: destroy it from the loop.
-  boost::asio::post(reactor_.io(), [this, id] {
+  boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {
+    if (!alive.lock()) return;
     runs_.erase(id);
     if (runs_.empty() && drained_) {
       auto drained = std::move(drained_);

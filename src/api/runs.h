@@ -65,6 +65,8 @@ class Runs final {
   bool stopping_ = false;
   bool all_dead_ = true;
   std::function<void(bool)> drained_;
+  // Expires with this object: what it posts to the loop checks it first.
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
 }  // namespace cordon::api

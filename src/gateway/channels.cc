@@ -1,6 +1,7 @@
 #include "gateway/channels.h"
 
 #include "api/log.h"
+#include "gateway/client_message.h"
 #include "jupyter/wire.h"
 #include "sys/json_text.h"
 
@@ -13,14 +14,6 @@ using nlohmann::json;
 // A client keeps at most this many requests awaiting their replies; older
 // ones are forgotten (their replies then reach no one).
 constexpr size_t kMaxPendingRequests = 10000;
-
-std::optional<Channel> ParseChannel(const std::string& name) {
-  if (name == "shell") return Channel::kShell;
-  if (name == "control") return Channel::kControl;
-  if (name == "stdin") return Channel::kStdin;
-  if (name == "iopub") return Channel::kIopub;
-  return std::nullopt;
-}
 
 json Header(const std::string& msg_type) {
   return {{"msg_id", jupyter::NewUuid()}, {"msg_type", msg_type},      {"session", "cordon"},
@@ -84,39 +77,11 @@ void Relay::FromClient(const std::string& id, uint64_t client, const std::string
   std::shared_ptr<api::WebSocket> socket = socket_it->second;
   it->second.last_activity = jupyter::IsoNow();
 
-  json in = json::parse(text, nullptr, false);
-  if (in.is_discarded() || !in.is_object()) {
-    return Refuse(*socket, json::object(), "the message is not a JSON object");
-  }
-  json header = in.contains("header") ? in["header"] : json();
-  if (!header.is_object() || !header.contains("msg_type") || !header["msg_type"].is_string()) {
-    return Refuse(*socket, json::object(), "header: must be an object with a msg_type");
-  }
-  const std::string channel_name = in.value("channel", "shell");
-  auto channel = ParseChannel(channel_name);
-  if (!channel || *channel == Channel::kIopub) {
-    return Refuse(*socket, header,
-                  "channel: \"" + channel_name + "\" is not shell, control or stdin");
-  }
-  if (in.contains("buffers") && in["buffers"].is_array() && !in["buffers"].empty()) {
-    return Refuse(*socket, header,
-                  "buffers: binary buffers are not relayed over text frames; send none");
-  }
-  jupyter::Message m;
-  if (!header.contains("msg_id") || !header["msg_id"].is_string()) {
-    header["msg_id"] = jupyter::NewUuid();
-  }
-  if (!header.contains("date")) header["date"] = jupyter::IsoNow();
-  if (!header.contains("session")) header["session"] = "";
-  if (!header.contains("username")) header["username"] = "";
-  if (!header.contains("version")) header["version"] = "5.3";
-  m.header = header;
-  auto object_or_empty = [&](const char* key) {
-    return in.contains(key) && in[key].is_object() ? in[key] : json::object();
-  };
-  m.parent_header = object_or_empty("parent_header");
-  m.metadata = object_or_empty("metadata");
-  m.content = object_or_empty("content");
+  auto parsed = ParseClientMessage(text);
+  if (!parsed) return Refuse(*socket, parsed.error().parent, parsed.error().why);
+  const Channel channel = parsed->channel;
+  jupyter::Message& m = parsed->message;
+  const json header = m.header;  // a copy: m is moved into Forward, header is used after
 
   auto* kernel = sessions_ ? dynamic_cast<session::Kernel*>(sessions_->RuntimeOf(id)) : nullptr;
   if (kernel == nullptr) {
@@ -128,11 +93,14 @@ void Relay::FromClient(const std::string& id, uint64_t client, const std::string
     }
     return Refuse(*socket, header, "the kernel is not running");
   }
+  const std::string msg_id = header["msg_id"].get<std::string>();
   auto& requests = it->second.requests;
   if (requests.size() >= kMaxPendingRequests) requests.erase(requests.begin());
-  requests[header["msg_id"].get<std::string>()] = client;
-  if (auto sent = kernel->Forward(*channel, std::move(m)); !sent) {
-    requests.erase(header["msg_id"].get<std::string>());
+  requests[msg_id] = client;
+  if (auto sent = kernel->Forward(channel, std::move(m)); !sent) {
+    // Looked up again: a failed send may have ended the kernel, and with it
+    // its entry (`it` and `requests` may point at freed memory).
+    if (auto again = kernels_.find(id); again != kernels_.end()) again->second.requests.erase(msg_id);
     Refuse(*socket, header, "the message could not be sent: " + sent.error().message());
   }
 }

@@ -1,5 +1,7 @@
 #include "jupyter/kernel_client.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include <cerrno>
@@ -38,6 +40,7 @@ KernelClient::KernelClient(sys::Reactor& reactor, std::string key, OnMessage on_
 
 KernelClient::~KernelClient() {
   for (auto& [channel, socket] : sockets_) reactor_.Unwatch(socket->fd);
+  if (resume_) reactor_.Unwatch(resume_.get());
 }
 
 sys::Result<std::unique_ptr<KernelClient>> KernelClient::Connect(
@@ -52,6 +55,12 @@ sys::Result<std::unique_ptr<KernelClient>> KernelClient::Connect(
                                            {Channel::kStdin, ZMQ_DEALER},
                                            {Channel::kIopub, ZMQ_SUB},
                                            {Channel::kHeartbeat, ZMQ_REQ}};
+  client->resume_ = sys::UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!client->resume_) return sys::Fail("eventfd", errno);
+  {
+    KernelClient* self = client.get();
+    CORDON_RETURN_IF_ERROR(reactor.Watch(client->resume_.get(), [self] { self->Resume(); }));
+  }
   std::string identity = client->session_;
   for (auto [channel, type] : kinds) {
     auto socket = std::make_unique<Socket>();
@@ -115,7 +124,13 @@ void KernelClient::Drain(Channel channel) {
   auto it = sockets_.find(channel);
   if (it == sockets_.end()) return;
   void* handle = it->second->handle;
-  while (true) {
+  for (int handled = 0;; ++handled) {
+    if (handled == kBatch) {
+      backlog_.insert(channel);
+      uint64_t one = 1;
+      (void)!::write(resume_.get(), &one, sizeof one);
+      return;
+    }
     int events = 0;
     size_t size = sizeof events;
     // Reading ZMQ_EVENTS also clears the fd's signal: the reactor sleeps again.
@@ -144,6 +159,13 @@ void KernelClient::Drain(Channel channel) {
     }
     if (on_message_) on_message_(channel, *message);
   }
+}
+
+void KernelClient::Resume() {
+  uint64_t count;
+  (void)!::read(resume_.get(), &count, sizeof count);
+  auto channels = std::exchange(backlog_, {});
+  for (Channel channel : channels) Drain(channel);
 }
 
 }  // namespace cordon::jupyter

@@ -8,10 +8,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "jupyter/connection.h"
 #include "jupyter/wire.h"
+#include "sys/fd.h"
 #include "sys/reactor.h"
 
 namespace cordon::jupyter {
@@ -62,6 +64,11 @@ class KernelClient final {
   KernelClient(sys::Reactor& reactor, std::string key, OnMessage on_message, OnDropped on_dropped,
                OnHeartbeat on_heartbeat);
   void Drain(Channel channel);
+  void Resume();
+
+  // A kernel that floods must not keep the loop to itself: Drain handles
+  // at most this many messages, then yields and is resumed from the loop.
+  static constexpr int kBatch = 64;
 
   sys::Reactor& reactor_;
   std::string key_;
@@ -70,6 +77,11 @@ class KernelClient final {
   OnDropped on_dropped_;
   OnHeartbeat on_heartbeat_;
   std::map<Channel, std::unique_ptr<Socket>> sockets_;
+  // Readable while a channel that hit kBatch waits in `backlog_`: ZMQ_FD
+  // only signals new events, so a yielded socket with messages left would
+  // never wake the reactor again by itself.
+  sys::UniqueFd resume_;
+  std::set<Channel> backlog_;
 };
 
 }  // namespace cordon::jupyter
