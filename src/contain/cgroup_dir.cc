@@ -1,6 +1,7 @@
 #include "contain/cgroup_dir.h"
 
 #include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,6 +76,16 @@ std::vector<pid_t> ParsePids(std::string_view text) {
 sys::Result<std::vector<pid_t>> CgroupDir::Procs() const {
   CORDON_ASSIGN_OR_RETURN(std::string text, Read("cgroup.procs"));
   return ParsePids(text);
+}
+
+sys::Result<sys::UniqueFd> CgroupDir::WatchEvents() const {
+  sys::UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!fd) return sys::FailErrno("inotify_init1");
+  std::string file = path_ + "/cgroup.events";
+  if (::inotify_add_watch(fd.get(), file.c_str(), IN_MODIFY) < 0) {
+    return sys::FailErrno("inotify_add_watch(\"" + file + "\", IN_MODIFY)");
+  }
+  return fd;
 }
 
 sys::Result<void> CgroupDir::Remove() {

@@ -34,6 +34,11 @@ class CgroupDir final {
   // The thread-group ids in cgroup.procs. Exited (zombie) tasks are not listed.
   sys::Result<std::vector<pid_t>> Procs() const;
 
+  // An inotify descriptor that becomes readable when cgroup.events (v2)
+  // changes, e.g. to "populated 0". The kernel rate-limits these
+  // notifications (one per ~10 ms per file): read the file after each.
+  sys::Result<sys::UniqueFd> WatchEvents() const;
+
   // rmdir. Succeeds only when no live process is left in the group.
   sys::Result<void> Remove();
 

@@ -2,7 +2,7 @@
 
 #include <cerrno>
 #include <chrono>
-#include <thread>
+#include <optional>
 
 #include "contain/grant_cgroups.h"
 #include "contain/tree.h"
@@ -20,6 +20,14 @@ CgroupPaths PathsOf(const store::GrantRecord& g) {
                                                                  : std::string();
   };
   return CgroupPaths{get("v2"), get("memory"), get("pids")};
+}
+
+// Whether the grant's main process was the init of a pid namespace.
+bool HadPidNamespace(const store::GrantRecord& g) {
+  for (const auto& [capability, mechanism] : g.mechanisms.items()) {
+    if (mechanism.is_string() && mechanism.get<std::string>() == "pid_namespace") return true;
+  }
+  return false;
 }
 
 // Tears `tree` down at once and waits for verified death.
@@ -50,9 +58,17 @@ ReapReport ReapOne(const store::GrantRecord& g, Signaller& signaller,
   GrantCgroups cgroups = GrantCgroups::Reopen(PathsOf(g));
   bool has_group = cgroups.v2() || cgroups.v1();
   std::unique_ptr<Tree> tree;
+  // The sandbox's init, pinned while its identity still matches (checked
+  // after pinning, so the pidfd cannot name a recycled pid): its exit is
+  // what says the namespace is gone, which an empty group alone does not.
+  std::optional<sys::PidFd> ns_init;
+  if (has_group && g.identity && HadPidNamespace(g)) {
+    auto pinned = sys::PidFd::Open(g.identity->pid);
+    if (pinned && proc::Verify(*g.identity) == proc::Mismatch::kNone) ns_init = std::move(*pinned);
+  }
   if (has_group) {
     // The group is named after the grant: everything in it is the grant's.
-    tree = TreeFor(&cgroups, 0, 0, 0);
+    tree = TreeFor(&cgroups, 0, 0, 0, ns_init ? &*ns_init : nullptr);
     report.note = "torn down through its cgroup";
   } else if (g.identity && g.pgid) {
     proc::Mismatch m = proc::Verify(*g.identity);
@@ -92,18 +108,9 @@ ReapReport ReapOne(const store::GrantRecord& g, Signaller& signaller,
     return report;
   }
   report.action = "reaped";
-  // cgroup.procs omits tasks that are already exiting: a sandbox's init
-  // waits inside its own exit until the namespace's last process is
-  // reaped, and is still in the group then. The group can be removed only
-  // once it is really empty: wait for that (bounded), so that nothing of the
-  // grant is left when the daemon answers.
-  auto deadline = std::chrono::steady_clock::now() + verify_timeout;
+  // Dead means the end was observed (Tree::Ended: the group unpopulated,
+  // the init exited), so the group can be removed now.
   auto removed = cgroups.Remove();
-  while (!removed && removed.error().errno_value() == EBUSY &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    removed = cgroups.Remove();
-  }
   if (!removed) report.note += "; cannot remove its cgroup: " + removed.error().message();
   return report;
 }

@@ -36,6 +36,7 @@ Teardown::~Teardown() { UnwatchAll(); }
 void Teardown::UnwatchAll() {
   for (auto& [pid, fd] : watched_) reactor_.Unwatch(fd.fd());
   watched_.clear();
+  StopAwaitingEnd();
   reactor_.Unwatch(timer_.fd());
 }
 
@@ -130,11 +131,26 @@ void Teardown::OnTimer() {
       Finish(false, {});
       return;
     }
-    if (!members->empty() && release_.problem.empty()) {
-      release_.problem = "processes still alive " +
-                         std::to_string(options_.verify_timeout.count()) + " ms after SIGKILL";
+    if (!members->empty()) {
+      if (release_.problem.empty()) {
+        release_.problem = "processes still alive " +
+                           std::to_string(options_.verify_timeout.count()) + " ms after SIGKILL";
+      }
+      Finish(false, *members);
+      return;
     }
-    Finish(members->empty(), *members);
+    auto ended = tree_.Ended();
+    if (ended && *ended) {
+      Finish(true, {});
+      return;
+    }
+    auto lingering = tree_.Lingering();
+    release_.problem = !ended ? ended.error().message()
+                              : "the tree's end was not observed " +
+                                    std::to_string(options_.verify_timeout.count()) +
+                                    " ms after SIGKILL: processes still in their exit hold its "
+                                    "cgroup or its pid namespace";
+    Finish(false, lingering ? *lingering : std::vector<pid_t>{});
   }
 }
 
@@ -149,7 +165,7 @@ void Teardown::Check() {
       return;  // the timer will finish it
     }
     if (members->empty()) {
-      Finish(true, {});
+      AwaitEnd();
       return;
     }
     if (phase_ == Phase::kTerm) {
@@ -158,6 +174,64 @@ void Teardown::Check() {
       if (kills_all_) (void)tree_.KillAll(signaller_);
       SignalRound(kills_all_ ? 0 : SIGKILL);
     }
+  }
+}
+
+// Nobody is listed any more; the tree is dead once its end is observed too
+// (an exiting process is unlisted before it has let go of its cgroup or,
+// for a pid namespace's init, of its namespace). Waits on the tree's end
+// events with the verify timer as the deadline; never sleeps.
+void Teardown::AwaitEnd() {
+  StopAwaitingEnd();
+  // The events first: a change between them and the look is not missed.
+  auto events = tree_.EndEvents();
+  if (!events) {
+    release_.problem = events.error().message();
+    return;  // the timer will finish it
+  }
+  auto ended = tree_.Ended();
+  if (!ended) {
+    release_.problem = ended.error().message();
+    return;
+  }
+  if (*ended) {
+    Finish(true, {});
+    return;
+  }
+  for (sys::UniqueFd& fd : *events) {
+    int raw = fd.get();
+    if (!reactor_.Watch(raw, [this] { OnEndEvent(); })) continue;
+    end_events_.push_back(std::move(fd));
+  }
+  if (!end_events_.empty()) return;
+  // Nothing to wait on (a v1 group has no cgroup.events): look again soon,
+  // less often the longer it takes, until the verify timer decides.
+  if (!recheck_) {
+    auto timer = sys::TimerFd::Create();
+    if (!timer) {
+      release_.problem = timer.error().message();
+      return;
+    }
+    recheck_.emplace(std::move(*timer));
+  }
+  reactor_.Unwatch(recheck_->fd());
+  if (!reactor_.Watch(recheck_->fd(), [this] { OnEndEvent(); })) return;
+  (void)recheck_->Arm(recheck_after_);
+  recheck_after_ = std::min(recheck_after_ * 2, std::chrono::milliseconds(50));
+}
+
+void Teardown::OnEndEvent() {
+  StopAwaitingEnd();
+  Check();
+}
+
+void Teardown::StopAwaitingEnd() {
+  for (const sys::UniqueFd& fd : end_events_) reactor_.Unwatch(fd.get());
+  end_events_.clear();
+  if (recheck_) {
+    reactor_.Unwatch(recheck_->fd());
+    (void)recheck_->Disarm();
+    recheck_->Consume();
   }
 }
 

@@ -3,9 +3,11 @@
 //
 // Graceful: SIGTERM to every member, up to `grace` for the tree to empty,
 // then SIGKILL (escalated). Immediate: SIGKILL at once. Either way death is
-// then verified: every pinned member's pidfd reports exit and a fresh look
-// at the tree finds nobody. `dead` is reported only then; if the tree is
-// not empty by `verify_timeout`, the survivors are named.
+// then verified: every pinned member's pidfd reports exit, a fresh look at
+// the tree finds nobody, and the end of the tree is observed (Tree::Ended:
+// its cgroup unpopulated, its pid namespace's init exited), waited for on
+// the events the tree names. `dead` is reported only then; if it is not
+// observed by `verify_timeout`, the survivors are named.
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,6 +77,9 @@ class Teardown final {
   void OnExit(pid_t pid);
   void OnTimer();
   void Check();
+  void AwaitEnd();
+  void OnEndEvent();
+  void StopAwaitingEnd();
   void Finish(bool dead, std::vector<pid_t> survivors);
   void UnwatchAll();
 
@@ -89,6 +95,12 @@ class Teardown final {
   std::map<pid_t, sys::PidFd> watched_;
   std::set<pid_t> signalled_;  // in the current phase
   bool kills_all_ = false;     // the tree has an atomic kill (cgroup.kill)
+  // While the members are gone but the end is not yet observed: the
+  // descriptors from Tree::EndEvents, watched until one wakes us, or, for
+  // a tree with none, a timer to look again (made when first needed).
+  std::vector<sys::UniqueFd> end_events_;
+  std::optional<sys::TimerFd> recheck_;
+  std::chrono::milliseconds recheck_after_{1};
 };
 
 }  // namespace cordon::contain

@@ -1,7 +1,12 @@
 #include "contain/teardown.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -153,6 +158,57 @@ TEST_F(CgroupTeardownTest, WhenSignalsDoNothingDeathIsNotClaimed) {
   std::sort(r.survivors.begin(), r.survivors.end());
   EXPECT_EQ(r.survivors, *members);
   EXPECT_FALSE(main.pidfd.HasExited());
+}
+
+// A pid namespace's init leaves its cgroup (cgroup.procs, and "populated")
+// as its exit begins, then waits inside that exit until every other process
+// of the namespace has been reaped. Here the one other process is a zombie
+// whose parent, outside the namespace, is this test: until the test reaps
+// it, the init has not ended, and the teardown must not say it has.
+TEST_F(CgroupTeardownTest, AnInitStillInItsExitIsNotDeadUntilItsPidfdSignals) {
+  int init_pidfd = -1;
+  struct clone_args args {};
+  args.flags = CLONE_PIDFD | CLONE_NEWPID | CLONE_INTO_CGROUP;
+  args.pidfd = reinterpret_cast<uint64_t>(&init_pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<uint64_t>(cgroups_->v2()->fd());
+  long init = ::syscall(SYS_clone3, &args, sizeof args);
+  if (init == 0) {
+    for (;;) ::pause();
+  }
+  if (init < 0) GTEST_SKIP() << "clone3(CLONE_NEWPID | CLONE_INTO_CGROUP): " << errno;
+  sys::PidFd init_fd(sys::UniqueFd(init_pidfd), static_cast<pid_t>(init));
+  // A child of this test, born inside the namespace, that exits at once.
+  sys::UniqueFd own_ns(::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(own_ns);
+  ASSERT_EQ(::setns(init_fd.fd(), CLONE_NEWPID), 0) << errno;
+  pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  ASSERT_EQ(::setns(own_ns.get(), CLONE_NEWPID), 0) << errno;
+  ASSERT_GT(zombie, 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, zombie, &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+
+  CgroupTree tree(*cgroups_->v2(), true, &init_fd);
+  KernelSignaller kernel;
+  Release held = RunTeardown(tree, kernel, TeardownMode::kImmediate,
+                             {std::chrono::milliseconds(0), std::chrono::milliseconds(300)});
+  EXPECT_TRUE(tree.Members()->empty()) << "cgroup.procs no longer lists the exiting init";
+  EXPECT_FALSE(held.dead);
+  EXPECT_FALSE(held.problem.empty());
+  EXPECT_EQ(held.survivors, std::vector<pid_t>{static_cast<pid_t>(init)});
+  EXPECT_FALSE(init_fd.HasExited());
+
+  ASSERT_EQ(::waitpid(zombie, nullptr, 0), zombie);  // the init's exit can complete now
+  Release r = RunTeardown(tree, kernel, TeardownMode::kImmediate,
+                          {std::chrono::milliseconds(0), std::chrono::seconds(10)});
+  EXPECT_TRUE(r.dead) << r.problem;
+  EXPECT_TRUE(r.survivors.empty());
+  EXPECT_TRUE(init_fd.HasExited());
+  EXPECT_LT(r.duration, std::chrono::seconds(5));  // woken by the pidfd, not the deadline
+  auto exit = init_fd.Reap();
+  ASSERT_TRUE(exit);
+  EXPECT_TRUE(exit->signaled);
 }
 
 TEST(ProcessGroupTeardownTest, KillsEveryMemberOfTheGroup) {

@@ -1,13 +1,31 @@
 #include "contain/tree.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "proc/stat.h"
 
 namespace cordon::contain {
+namespace {
+
+// A second descriptor for the process `fd` names: the reactor watches each
+// descriptor once, and the owner of `fd` may be watching it already.
+sys::Result<sys::UniqueFd> DupPidFd(const sys::PidFd& fd) {
+  int copy = ::fcntl(fd.fd(), F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return sys::FailErrno("fcntl(pidfd of " + std::to_string(fd.pid()) + ", F_DUPFD)");
+  return sys::UniqueFd(copy);
+}
+
+}  // namespace
+
+sys::Result<bool> Tree::Ended() const {
+  CORDON_ASSIGN_OR_RETURN(std::vector<pid_t> members, Members());
+  return members.empty();
+}
 
 sys::Result<std::vector<pid_t>> CgroupTree::Members() const {
   // cgroup.procs lists no exited tasks: a zombie is out of the group.
@@ -18,6 +36,47 @@ sys::Result<bool> CgroupTree::KillAll(Signaller& signaller) const {
   if (!v2_) return false;
   CORDON_RETURN_IF_ERROR(signaller.KillCgroup(group_));
   return true;
+}
+
+sys::Result<bool> CgroupTree::Ended() const {
+  if (ns_init_ && !ns_init_->HasExited()) return false;
+  if (v2_) {
+    CORDON_ASSIGN_OR_RETURN(std::optional<uint64_t> populated,
+                            group_.ReadKey("cgroup.events", "populated"));
+    if (!populated) return sys::Fail(group_.path() + "/cgroup.events: no \"populated\"", EINVAL);
+    return *populated == 0;
+  }
+  // v1 has no cgroup.events; "tasks" lists every thread until its exit has
+  // taken it out of the group (cgroup.procs drops it when the exit begins).
+  CORDON_ASSIGN_OR_RETURN(std::string tasks, group_.Read("tasks"));
+  return ParsePids(tasks).empty();
+}
+
+sys::Result<std::vector<sys::UniqueFd>> CgroupTree::EndEvents() const {
+  std::vector<sys::UniqueFd> events;
+  if (ns_init_ && !ns_init_->HasExited()) {
+    CORDON_ASSIGN_OR_RETURN(sys::UniqueFd init, DupPidFd(*ns_init_));
+    events.push_back(std::move(init));
+  }
+  if (v2_) {
+    CORDON_ASSIGN_OR_RETURN(sys::UniqueFd changes, group_.WatchEvents());
+    events.push_back(std::move(changes));
+  }
+  return events;
+}
+
+sys::Result<std::vector<pid_t>> CgroupTree::Lingering() const {
+  CORDON_ASSIGN_OR_RETURN(std::vector<pid_t> left, group_.Procs());
+  if (left.empty()) {
+    // Exiting tasks, which cgroup.procs no longer lists, by thread id.
+    CORDON_ASSIGN_OR_RETURN(std::string threads, group_.Read(v2_ ? "cgroup.threads" : "tasks"));
+    left = ParsePids(threads);
+  }
+  if (ns_init_ && !ns_init_->HasExited() &&
+      std::find(left.begin(), left.end(), ns_init_->pid()) == left.end()) {
+    left.push_back(ns_init_->pid());
+  }
+  return left;
 }
 
 ProcessGroupTree::ProcessGroupTree(pid_t pgid, pid_t leader, uint64_t leader_start_ticks)
@@ -49,6 +108,15 @@ sys::Result<std::vector<pid_t>> PidNamespaceTree::Members() const {
   return std::vector<pid_t>{init_.pid()};
 }
 
+sys::Result<std::vector<sys::UniqueFd>> PidNamespaceTree::EndEvents() const {
+  std::vector<sys::UniqueFd> events;
+  if (!init_.HasExited()) {
+    CORDON_ASSIGN_OR_RETURN(sys::UniqueFd init, DupPidFd(init_));
+    events.push_back(std::move(init));
+  }
+  return events;
+}
+
 sys::Result<bool> PidNamespaceTree::KillAll(Signaller& signaller) const {
   if (init_.HasExited()) return true;
   auto sent = signaller.Signal(init_, SIGKILL);
@@ -58,10 +126,7 @@ sys::Result<bool> PidNamespaceTree::KillAll(Signaller& signaller) const {
 
 std::unique_ptr<Tree> TreeFor(const GrantCgroups* cgroups, pid_t pgid, pid_t leader,
                               uint64_t leader_start_ticks, const sys::PidFd* ns_init) {
-  pid_t forwarder = ns_init ? ns_init->pid() : 0;
-  if (cgroups && cgroups->v2()) {
-    return std::make_unique<CgroupTree>(*cgroups->v2(), true, forwarder);
-  }
+  if (cgroups && cgroups->v2()) return std::make_unique<CgroupTree>(*cgroups->v2(), true, ns_init);
   if (ns_init) return std::make_unique<PidNamespaceTree>(*ns_init);
   if (cgroups && cgroups->v1()) return std::make_unique<CgroupTree>(*cgroups->v1(), false);
   return std::make_unique<ProcessGroupTree>(pgid, leader, leader_start_ticks);

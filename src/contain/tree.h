@@ -14,6 +14,8 @@
 #include "contain/cgroup_dir.h"
 #include "contain/grant_cgroups.h"
 #include "contain/signaller.h"
+#include "sys/fd.h"
+#include "sys/pidfd.h"
 
 namespace cordon::contain {
 
@@ -31,25 +33,53 @@ class Tree {
   // the graceful round leaves it out, so that nobody gets SIGTERM twice.
   // 0: none.
   virtual pid_t Forwarder() const { return 0; }
+
+  // Whether the end of the tree has been observed: no process of it is
+  // left, not even one in the middle of its exit (a zombie counts as
+  // dead). Members() can be empty before that: cgroup.procs stops listing
+  // a process as soon as its exit begins, while it still holds its cgroup,
+  // and a pid namespace's init leaves its cgroup before its exit waits for
+  // the rest of the namespace to be reaped. Default: Members() is empty.
+  virtual sys::Result<bool> Ended() const;
+  // Descriptors that become readable when Ended() may have changed. Made
+  // before Ended() is consulted, so that no change in between is missed;
+  // one use each (the teardown closes them after a wake-up and asks again).
+  // Empty: nothing to wait on; the teardown looks again on a timer.
+  virtual sys::Result<std::vector<sys::UniqueFd>> EndEvents() const {
+    return std::vector<sys::UniqueFd>{};
+  }
+  // Who is holding the end up when Members() is empty: named as survivors
+  // when the end is not observed in time. Default: Members().
+  virtual sys::Result<std::vector<pid_t>> Lingering() const { return Members(); }
 };
 
 // Membership from a group's cgroup.procs. A v2 group is killed at once with
 // cgroup.kill; a v1 group (memory or pids, on a host without usable v2) has
 // exact membership but no atomic kill, so its members are killed one by one
 // until none is left.
+//
+// The end is observed when the group is empty of every task, exiting ones
+// included (v2: cgroup.events says "populated 0", v1: "tasks" is empty; then
+// rmdir succeeds), and, when the tree is a pid namespace, once its init's
+// pidfd has signalled: the init's exit completes only after every other
+// process of the namespace has been reaped.
 class CgroupTree final : public Tree {
  public:
-  CgroupTree(const CgroupDir& group, bool v2, pid_t forwarder = 0)
-      : group_(group), v2_(v2), forwarder_(forwarder) {}
+  // `ns_init`, if any, must outlive the tree.
+  CgroupTree(const CgroupDir& group, bool v2, const sys::PidFd* ns_init = nullptr)
+      : group_(group), v2_(v2), ns_init_(ns_init) {}
   std::string_view method() const override { return v2_ ? "cgroup2" : "cgroup1"; }
   sys::Result<std::vector<pid_t>> Members() const override;
   sys::Result<bool> KillAll(Signaller& signaller) const override;
-  pid_t Forwarder() const override { return forwarder_; }
+  pid_t Forwarder() const override { return ns_init_ ? ns_init_->pid() : 0; }
+  sys::Result<bool> Ended() const override;
+  sys::Result<std::vector<sys::UniqueFd>> EndEvents() const override;
+  sys::Result<std::vector<pid_t>> Lingering() const override;
 
  private:
   const CgroupDir& group_;
   bool v2_;
-  pid_t forwarder_;
+  const sys::PidFd* ns_init_;
 };
 
 class ProcessGroupTree final : public Tree {
@@ -85,6 +115,7 @@ class PidNamespaceTree final : public Tree {
   std::string_view method() const override { return "pid_namespace"; }
   sys::Result<std::vector<pid_t>> Members() const override;
   sys::Result<bool> KillAll(Signaller& signaller) const override;
+  sys::Result<std::vector<sys::UniqueFd>> EndEvents() const override;
 
  private:
   const sys::PidFd& init_;

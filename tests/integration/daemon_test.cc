@@ -12,6 +12,7 @@
 
 #include "closure/sha256.h"
 #include "daemon_process.h"
+#include "proc/stat.h"
 #include "store/store.h"
 
 namespace cordon::testing {
@@ -33,24 +34,57 @@ bool Eventually(F done, std::chrono::milliseconds within = seconds(20)) {
   return done();
 }
 
-// The host's pids of every process in a pid namespace, named as a sandbox
-// prints it (`readlink /proc/self/ns/pid`, "pid:[INODE]"): how a test sees
-// an isolated tree, whose own pids mean nothing outside, from the host.
+// A process as a test names it: its pid and its start time, so that a
+// recycled pid is never taken for it.
+struct Process {
+  pid_t pid;
+  uint64_t start_ticks;
+};
+
+// The live processes of a pid namespace named as a sandbox prints it
+// (`readlink /proc/self/ns/pid`, "pid:[INODE]"): how a test sees an isolated
+// tree, whose own pids mean nothing outside, from the host. A namespace's
+// number is reused once it is gone (other tests and builds make namespaces
+// too), so a test takes this snapshot while the namespace lives and later
+// asks StillRunning() about these very processes, never the number again.
 // Tests name it by the shell's `$$`, not by a background job's `$!`:
 // `setsid` forks when it leads a process group, and its first process may be
 // gone by then (while that fork is under way there are four processes).
-std::vector<pid_t> ProcessesInNamespace(std::string ns) {
+std::vector<Process> ProcessesInNamespace(std::string ns) {
   while (!ns.empty() && ns.back() == '\n') ns.pop_back();
-  std::vector<pid_t> out;
+  std::vector<Process> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::error_code e2;
     auto link = std::filesystem::read_symlink(entry.path() / "ns" / "pid", e2);
-    if (!e2 && link == ns && !Exited(std::stoi(name))) out.push_back(std::stoi(name));
+    if (e2 || link != ns) continue;
+    auto st = proc::ReadStat(std::stoi(name));
+    if (st && !st->exited()) out.push_back({st->pid, st->start_ticks});
   }
   return out;
+}
+
+// The pids of those of `seen` that still run (a zombie has ended; a pid
+// that now belongs to a process started at another time is not one of them).
+std::vector<pid_t> StillRunning(const std::vector<Process>& seen) {
+  std::vector<pid_t> running;
+  for (const Process& p : seen) {
+    auto st = proc::ReadStat(p.pid);
+    if (st && !st->exited() && st->start_ticks == p.start_ticks) running.push_back(p.pid);
+  }
+  return running;
+}
+
+::testing::AssertionResult AllEnded(const std::vector<Process>& seen) {
+  std::vector<pid_t> running = StillRunning(seen);
+  if (running.empty()) return ::testing::AssertionSuccess();
+  auto failure = ::testing::AssertionFailure() << "still running:";
+  for (pid_t pid : running) {
+    failure << " " << pid << " (" << Slurp("/proc/" + std::to_string(pid) + "/stat") << ")";
+  }
+  return failure;
 }
 
 // The live processes named `comm` in the cgroups beneath the tests' root,
@@ -459,13 +493,14 @@ TEST_F(DaemonTest, TimeoutLadderInvalidatesAShellThatDoesNotAndANewGenerationSta
   json first = Create("ladder", {{"limits", {{"grace_ms", 300}}}});
   std::string ns =
       ExecOk("ladder", "echo old > old.txt; setsid sleep 300 & readlink /proc/$$/ns/pid")["stdout"];
-  ASSERT_GE(ProcessesInNamespace(ns).size(), 3u) << ns << " (init, the shell, the escapee)";
+  std::vector<Process> tree = ProcessesInNamespace(ns);
+  ASSERT_GE(tree.size(), 3u) << ns << " (init, the shell, the escapee)";
   // The shell ignores SIGINT from now on: it cannot come back.
   json j = ExecOk("ladder", "trap '' INT; sleep 30", {{"timeout_ms", 200}});
   EXPECT_EQ(j["timed_out"], true);
   EXPECT_EQ(j["invalidated"], true);
   EXPECT_TRUE(j["exit_code"].is_null());
-  EXPECT_TRUE(ProcessesInNamespace(ns).empty()) << "the whole tree is torn down";
+  EXPECT_TRUE(AllEnded(tree)) << "the whole tree is torn down";
   EXPECT_EQ(State("ladder"), "invalidated");
   HttpResponse refused = Exec("ladder", "echo hi");
   EXPECT_EQ(refused.status, 409);
@@ -686,6 +721,7 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
   TempDir work;
   std::string state_dir = state / "state";
   std::string ns;
+  std::vector<Process> tree;
   pid_t run_leader = 0;
   {
     DaemonProcess first({}, state_dir);
@@ -697,7 +733,8 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     ns = c.Post("/v1/sessions/keep/exec",
                 {{"command", "echo data > file.txt; setsid sleep 300 & readlink /proc/$$/ns/pid"}})
              .Json()["stdout"];
-    ASSERT_GE(ProcessesInNamespace(ns).size(), 3u) << ns;
+    tree = ProcessesInNamespace(ns);
+    ASSERT_GE(tree.size(), 3u) << ns;
     RawConnection run(first.url());
     std::string body = json({{"shell", "echo $$ > " + (work / "run.pid") + "; exec sleep 300"},
                              {"isolation", "none"}})
@@ -717,7 +754,7 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
   DaemonProcess second({}, state_dir);
   ASSERT_TRUE(second.ready()) << second.Log();
   // ...and dead before the restarted daemon answered.
-  EXPECT_TRUE(ProcessesInNamespace(ns).empty());
+  EXPECT_TRUE(AllEnded(tree));
   EXPECT_TRUE(Exited(run_leader));
   EXPECT_TRUE(ActiveGrants(state_dir).empty());
   HttpClient c = second.Client();
@@ -769,9 +806,10 @@ TEST(DaemonLifecycleTest, IdleSessionsAreCulledWithVerifiedTeardown) {
   ASSERT_EQ(c.Post("/v1/sessions", {{"id", "busy"}, {"ttl_s", 60}}).status, 201);
   std::string ns =
       c.Post("/v1/sessions/idle/exec", {{"command", "readlink /proc/$$/ns/pid"}}).Json()["stdout"];
-  ASSERT_FALSE(ProcessesInNamespace(ns).empty()) << ns;
+  std::vector<Process> tree = ProcessesInNamespace(ns);
+  ASSERT_FALSE(tree.empty()) << ns;
   ASSERT_TRUE(Eventually([&] { return c.Get("/v1/sessions/idle").Json()["state"] == "closed"; }));
-  EXPECT_TRUE(ProcessesInNamespace(ns).empty());
+  EXPECT_TRUE(AllEnded(tree));
   EXPECT_NE(::access(daemon.Workspace("idle").c_str(), F_OK), 0);
   EXPECT_EQ(c.Get("/v1/sessions/busy").Json()["state"], "ready");
   EXPECT_NE(daemon.Log().find("session_culled"), std::string::npos);
@@ -780,16 +818,17 @@ TEST(DaemonLifecycleTest, IdleSessionsAreCulledWithVerifiedTeardown) {
 TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   TempDir work;
   std::vector<pid_t> pids;
-  std::vector<std::string> namespaces;
+  std::vector<std::vector<Process>> trees;
   DaemonProcess daemon;
   ASSERT_TRUE(daemon.ready()) << daemon.Log();
   HttpClient c = daemon.Client();
   for (const char* id : {"one", "two"}) {
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", id}}).status, 201);
-    namespaces.push_back(c.Post("/v1/sessions/" + std::string(id) + "/exec",
-                                {{"command", "setsid sleep 300 & readlink /proc/$$/ns/pid"}})
-                             .Json()["stdout"]);
-    ASSERT_GE(ProcessesInNamespace(namespaces.back()).size(), 3u);
+    std::string ns = c.Post("/v1/sessions/" + std::string(id) + "/exec",
+                            {{"command", "setsid sleep 300 & readlink /proc/$$/ns/pid"}})
+                         .Json()["stdout"];
+    trees.push_back(ProcessesInNamespace(ns));
+    ASSERT_GE(trees.back().size(), 3u) << ns;
   }
   RawConnection run(daemon.url());
   std::string body =
@@ -804,7 +843,7 @@ TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.Wait(), 0) << daemon.Log();
   for (pid_t p : pids) EXPECT_TRUE(Exited(p)) << p;
-  for (const auto& ns : namespaces) EXPECT_TRUE(ProcessesInNamespace(ns).empty()) << ns;
+  for (const auto& tree : trees) EXPECT_TRUE(AllEnded(tree)) << daemon.Log();
   EXPECT_TRUE(ActiveGrants(daemon.state_dir()).empty());
   std::string response = run.ReadUntil("cancelled", seconds(5));
   EXPECT_NE(response.find("\"outcome\":\"cancelled\""), std::string::npos) << response;
