@@ -1,7 +1,5 @@
 #include "api/file_routes.h"
 
-#include <charconv>
-
 #include "api/url.h"
 #include "session/files.h"
 
@@ -36,13 +34,12 @@ void ServeFiles(session::Sessions& sessions, uint64_t max_file_bytes,
       put.max_bytes = max_file_bytes;
       if (query.contains("offset")) {
         const std::string& text = query["offset"];
-        uint64_t offset = 0;
-        auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), offset);
-        if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+        std::optional<uint64_t> offset = ParseByteCount(text);
+        if (!offset) {
           return ex->RespondError(
               Invalid("offset", "offset: must be a byte count, got \"" + text + "\""));
         }
-        put.offset = offset;
+        put.offset = *offset;
       }
       std::string digest(request.message["X-Content-SHA256"]);
       if (!digest.empty()) put.sha256 = digest;

@@ -1,6 +1,7 @@
 #include "api/url.h"
 
 #include <cctype>
+#include <charconv>
 
 namespace cordon::api {
 
@@ -30,6 +31,13 @@ std::map<std::string, std::string> ParseQuery(std::string_view q) {
     q.remove_prefix(amp + 1);
   }
   return out;
+}
+
+std::optional<uint64_t> ParseByteCount(std::string_view text) {
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return value;
 }
 
 std::vector<std::string> Segments(const std::string& path) {

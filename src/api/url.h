@@ -2,8 +2,10 @@
 // query, percent-decoded.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +17,11 @@ std::string PercentDecode(std::string_view text);
 
 // "a=1&b=x%20y" -> {a: 1, b: "x y"}; a key without '=' maps to "".
 std::map<std::string, std::string> ParseQuery(std::string_view query);
+
+// A query value that is a byte count ("?offset=4096"): decimal digits only,
+// within uint64_t; anything else (empty, a sign, spaces, too large) is
+// nothing.
+std::optional<uint64_t> ParseByteCount(std::string_view text);
 
 // "/v1/sessions/x" -> {"v1", "sessions", "x"}, still encoded (a decoded
 // "%2F" must not become a separator).

@@ -106,6 +106,8 @@ std::expected<int64_t, std::string> ParseDurationMs(std::string_view text) {
   for (char c : frac) {
     if (scale % 10 != 0) break;
     scale /= 10;
+    // "9223372036854775.9s": the whole seconds fit, the fraction does not.
+    if (ms > kMax - (c - '0') * scale) return std::unexpected(Quote(text) + " is too large");
     ms += (c - '0') * scale;
   }
   return ms;

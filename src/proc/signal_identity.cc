@@ -6,14 +6,17 @@
 
 namespace cordon::proc {
 
-bool PidFdAlive(int pidfd) {
-  auto info = sys::ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd), 4096);
-  if (!info) return false;
-  size_t at = info->find("\nPid:");
-  if (at == std::string::npos) return false;
-  std::string_view rest = std::string_view(*info).substr(at + 5);
+bool PidFdInfoAlive(std::string_view fdinfo) {
+  size_t at = fdinfo.find("\nPid:");
+  if (at == std::string_view::npos) return false;
+  std::string_view rest = fdinfo.substr(at + 5);
   while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
   return !rest.starts_with("-1");
+}
+
+bool PidFdAlive(int pidfd) {
+  auto info = sys::ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd), 4096);
+  return info && PidFdInfoAlive(*info);
 }
 
 sys::Result<Mismatch> SignalIdentity(const Identity& expected, int sig, bool check_parent) {

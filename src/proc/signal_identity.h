@@ -4,6 +4,8 @@
 // signalled: a pid recycled in between cannot receive it.
 #pragma once
 
+#include <string_view>
+
 #include "proc/identity.h"
 
 namespace cordon::proc {
@@ -18,5 +20,8 @@ sys::Result<Mismatch> SignalIdentity(const Identity& expected, int sig, bool che
 // Whether a pidfd still refers to a live process (its fdinfo "Pid:" is not
 // -1; the kernel writes -1 once the process has been reaped).
 bool PidFdAlive(int pidfd);
+// The same, from the text of /proc/self/fdinfo/N (pure: the fuzz target's
+// entry).
+bool PidFdInfoAlive(std::string_view fdinfo);
 
 }  // namespace cordon::proc
