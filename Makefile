@@ -20,7 +20,7 @@ PACKAGES := cmake ninja-build g++ make pkg-config \
 	util-linux procps
 BENCH_PACKAGES := hyperfine bubblewrap firejail
 
-.PHONY: deps build run demo test unit asan bench clean format
+.PHONY: deps build run demo test unit asan bench clean format jsclients fuzz-build fuzz fuzz-replay
 
 deps:
 	@scripts/install-deps.sh $(PACKAGES)
@@ -31,20 +31,48 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# JupyterLab's client library (@jupyterlab/services, ws) for the client test
+# tests/clients/jupyterlab (ctest -R jupyterlab): installed from its lock
+# file into the build directory, never the source tree, and again only when
+# the lock file changes. Node and npm come from Debian only where missing.
+JS_CLIENT := tests/clients/jupyterlab
+JS_CLIENT_BUILD := $(BUILD)/clients/jupyterlab
+
+jsclients: $(JS_CLIENT_BUILD)/node_modules/.package-lock.json
+
+$(JS_CLIENT_BUILD)/node_modules/.package-lock.json: $(JS_CLIENT)/package.json $(JS_CLIENT)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || scripts/install-deps.sh nodejs npm
+	mkdir -p $(JS_CLIENT_BUILD)
+	cp $(JS_CLIENT)/package.json $(JS_CLIENT)/package-lock.json $(JS_CLIENT_BUILD)/
+	cd $(JS_CLIENT_BUILD) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
 run: build
 	scripts/serve.sh $(BUILD)/cordon
 
 demo: build
 	scripts/demo.sh $(BUILD)/cordon
 
-test: build
+test: build jsclients
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
 	$(MAKE) --no-print-directory asan
+	$(MAKE) --no-print-directory fuzz-replay
 
-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORDON_SANITIZE=ON
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target cordon_unit_tests
-	$(ASAN_BUILD)/cordon_unit_tests --gtest_brief=1
+# Every suite again (unit, integration, Python client, Kernel Gateway),
+# against cordon and cordon-serve built with AddressSanitizer,
+# LeakSanitizer and UndefinedBehaviorSanitizer. A test fails when a daemon
+# it started wrote a sanitizer report to its log (tests/support,
+# daemon_support.py); the test binaries themselves abort on one.
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:quarantine_size_mb=32 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
+
+asan: deps jsclients
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORDON_SANITIZE=ON \
+		'-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1' \
+		-DCORDON_NODE_MODULES=$(CURDIR)/$(JS_CLIENT_BUILD)/node_modules
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	$(SANITIZER_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 1800
 
 bench: build
 	@scripts/install-deps.sh $(BENCH_PACKAGES)
@@ -55,3 +83,24 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
+
+# The fuzz build (docs/fuzzing.md): libFuzzer targets built with Debian's
+# clang 16 (fuzz/CMakeLists.txt says why not 14 or 15) in a directory of its
+# own. `make fuzz` runs every target for FUZZ_SECONDS each and fails on a
+# crash (its input left in $(FUZZ_BUILD)/crashes/<target>/); `make
+# fuzz-replay` runs every committed corpus (fuzz/corpus/) once, in seconds.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 300
+FUZZ_CXX ?= clang++-16
+FUZZ_PACKAGES := clang-16 libclang-rt-16-dev
+
+fuzz-build: deps
+	@scripts/install-deps.sh $(FUZZ_PACKAGES)
+	cmake -S fuzz -B $(FUZZ_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=$(FUZZ_CXX)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz: fuzz-build
+	fuzz/run.sh fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz-replay: fuzz-build
+	fuzz/run.sh replay $(FUZZ_BUILD)

@@ -1,6 +1,7 @@
 #include "daemon_process.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -64,6 +65,9 @@ DaemonProcess::~DaemonProcess() {
   if (pid_ > 0 && !status_) {
     Signal(SIGTERM);
     Wait();
+  }
+  if (std::string report = SanitizerReport(Log()); !report.empty()) {
+    ADD_FAILURE() << "the daemon (pid " << pid_ << ") wrote a sanitizer report:\n" << report;
   }
   ::unlink(log_path_.c_str());
 }

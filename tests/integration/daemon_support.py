@@ -170,6 +170,32 @@ def descendants(root):
     return found
 
 
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "AddressSanitizer:DEADLYSIGNAL", "runtime error:",
+                     "SUMMARY: UndefinedBehaviorSanitizer")
+
+
+def sanitizer_report(log_path):
+    """The first sanitizer report in a log, from its line on, or None. A
+    daemon that wrote one fails its test even if it answered everything."""
+    try:
+        with open(log_path, "rb") as f:
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = [i for i in (text.find(m) for m in SANITIZER_MARKERS) if i >= 0]
+    if not found:
+        return None
+    start = text.rfind("\n", 0, min(found)) + 1
+    return text[start:start + 8192]
+
+
+def check_sanitizer_log(log_path, who="the daemon"):
+    report = sanitizer_report(log_path)
+    if report:
+        raise AssertionError(f"{who} wrote a sanitizer report ({log_path}):\n{report}")
+
+
 class Daemon:
     """`cordon serve` on 127.0.0.1:0 with its own state directory; `url`,
     `token_file` and `token` from serve.json once it answers."""
@@ -219,6 +245,7 @@ class Daemon:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
         self.log.close()
+        check_sanitizer_log(self.log_path)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -226,4 +253,5 @@ class Daemon:
         status = self.proc.wait(timeout=60)
         if not self.log.closed:
             self.log.close()
+        check_sanitizer_log(self.log_path)
         return status

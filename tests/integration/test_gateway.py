@@ -584,6 +584,47 @@ def test_the_kernel_limit_is_403_resource_limit(tmp_path, tmp_path_factory):
         stop_cordon(d)
 
 
+def test_a_client_that_stops_reading_is_disconnected_and_the_kernel_goes_on(tmp_path):
+    """A websocket client that reads nothing while its kernel prints 256 MiB:
+    the daemon disconnects it at --ws-max-queued (logged ws_slow_reader)
+    instead of queueing the output for it, and the kernel and other clients
+    go on."""
+    root = GW_CGROUP_ROOT + "-slow"
+    d = start_cordon(tmp_path / "state", "--ws-max-queued", "8M", cgroup_root=root)
+    try:
+        gw = Gateway(d.url, d.token)
+        kid = gw.create_kernel()["id"]
+        gw.wait_ready(kid)
+        silent = gw.connect(kid, session_id="silent-" + secrets.token_hex(4))
+        gw.send_execute(silent, 'chunk = "x" * (1 << 20)\n'
+                                'for i in range(256):\n'
+                                '    print(chunk, flush=True)')
+
+        def cut():
+            with open(d.log_path, "rb") as f:
+                return b'"ws_slow_reader"' in f.read()
+        assert wait_for(cut, 60), "a client that reads nothing was never disconnected"
+        # What it is still given is what was in flight and in the socket
+        # buffers at the cut, then the end of the connection: far less than
+        # the flood.
+        received = 0
+        silent.settimeout(30)
+        with pytest.raises((websocket.WebSocketConnectionClosedException, ConnectionError)):
+            while True:
+                frame = silent.recv()
+                if not frame:
+                    raise websocket.WebSocketConnectionClosedException("closed")
+                received += len(frame)
+        assert received < 64 << 20, received
+        # The kernel goes on to the end of the flood, then serves another
+        # client.
+        assert gw.wait_ready(kid, within=120).text == "2"
+        assert gw.execute(kid, "print('still here')").stdout == "still here\n"
+        assert gw.delete(kid).status_code == 204
+    finally:
+        stop_cordon(d)
+
+
 # A kernel that swallows every interrupt: its SIGINT handler only notes it
 # (a try/except KeyboardInterrupt loop has windows, at the loop's jump back
 # and inside its own except block, where a second SIGINT would get out).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -96,5 +97,16 @@ class CgroupRootEnvironment final : public ::testing::Environment {
     ::testing::AddGlobalTestEnvironment(new CgroupRootEnvironment);
 
 }  // namespace
+
+std::string SanitizerReport(const std::string& log) {
+  static constexpr std::string_view kMarkers[] = {
+      "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "AddressSanitizer:DEADLYSIGNAL",
+      "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer"};
+  size_t first = std::string::npos;
+  for (auto marker : kMarkers) first = std::min(first, log.find(marker));
+  if (first == std::string::npos) return "";
+  size_t line = log.rfind('\n', first);
+  return log.substr(line == std::string::npos ? 0 : line + 1, 8192);
+}
 
 }  // namespace cordon::testing

@@ -41,6 +41,12 @@ std::string Helper(const std::string& name);
 // The whole content of a file, or "" if it cannot be read.
 std::string Slurp(const std::string& path);
 
+// The first sanitizer report (AddressSanitizer, LeakSanitizer,
+// UndefinedBehaviorSanitizer) in a process's log, from its first line on;
+// empty when there is none. A daemon that wrote one failed its test, even
+// if it answered every request.
+std::string SanitizerReport(const std::string& log);
+
 // The cgroup path ("/cordon-test-<pid>") under which this test binary's
 // cgroups go, in every hierarchy. Registered as a gtest environment that
 // removes it (and anything left below it) when the tests end.
