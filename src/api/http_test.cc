@@ -179,7 +179,10 @@ TEST(WebSocketTest, ManyClientsLeavingMidFloodLeaveTheServerServing) {
   std::atomic<int> closed{0};
   WebSocketServer server([&](std::shared_ptr<WebSocket> socket) {
     WebSocket::Handlers handlers;
-    handlers.message = [socket](std::string text) {
+    // Weak: the session keeps its handlers, which must not keep it.
+    handlers.message = [weak = std::weak_ptr<WebSocket>(socket)](std::string text) {
+      auto socket = weak.lock();
+      if (!socket) return;
       if (text == "flood") {
         for (int i = 0; i < 32; ++i) socket->Send(std::string(128 << 10, 'y'));
       } else {

@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
     std::string message = e.what();
     if (where.empty() && argc > 1 && argv[1][0] != '-') {
       message = "unknown command '" + std::string(argv[1]) + "'";
-    } else if (!where.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    } else if (where == "run" && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      // Only `run` takes a command: elsewhere an extra argument is an
+      // unknown or misspelt option, and this hint would mislead.
       message += "; put the command after --, as in: cordon run [OPTIONS] -- PROG ARGS...";
     }
     cordon::cli::PrintError(

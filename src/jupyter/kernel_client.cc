@@ -124,8 +124,9 @@ void KernelClient::Drain(Channel channel) {
   auto it = sockets_.find(channel);
   if (it == sockets_.end()) return;
   void* handle = it->second->handle;
+  size_t bytes = 0;
   for (int handled = 0;; ++handled) {
-    if (handled == kBatch) {
+    if (handled == kBatch || bytes >= kBatchBytes) {
       backlog_.insert(channel);
       uint64_t one = 1;
       (void)!::write(resume_.get(), &one, sizeof one);
@@ -144,6 +145,7 @@ void KernelClient::Drain(Channel channel) {
         return;
       }
       frames.emplace_back(static_cast<const char*>(zmq_msg_data(&part)), zmq_msg_size(&part));
+      bytes += frames.back().size();
       bool more = zmq_msg_more(&part) != 0;
       zmq_msg_close(&part);
       if (!more) break;

@@ -67,8 +67,10 @@ class KernelClient final {
   void Resume();
 
   // A kernel that floods must not keep the loop to itself: Drain handles
-  // at most this many messages, then yields and is resumed from the loop.
+  // at most this many messages, or the first message that takes it past
+  // this many bytes, then yields and is resumed from the loop.
   static constexpr int kBatch = 64;
+  static constexpr size_t kBatchBytes = 1 << 20;
 
   sys::Reactor& reactor_;
   std::string key_;

@@ -74,7 +74,14 @@ TEST_F(CliTest, AGigabyteOfOutputKeepsTheSupervisorSmall) {
   EXPECT_EQ(j["stdout_truncated"], true);
   EXPECT_EQ(j["stdout"].get<std::string>().size(), 16u);
   // ru_maxrss is in KiB: far below the gigabyte that went through.
-  EXPECT_LT(r.usage.ru_maxrss, 64 * 1024) << "max RSS " << r.usage.ru_maxrss << " KiB";
+#ifdef __SANITIZE_ADDRESS__
+  // AddressSanitizer's shadow memory and quarantine (make asan) weigh more
+  // than what cordon itself holds; the gigabyte would still be far above.
+  constexpr long kMaxRssKiB = 192 * 1024;
+#else
+  constexpr long kMaxRssKiB = 64 * 1024;
+#endif
+  EXPECT_LT(r.usage.ru_maxrss, kMaxRssKiB) << "max RSS " << r.usage.ru_maxrss << " KiB";
 }
 
 TEST_F(CliTest, ALeftoverHoldingStdoutDoesNotHoldTheRun) {
