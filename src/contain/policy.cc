@@ -6,6 +6,7 @@
 #define TOML_HEADER_ONLY 1
 #include <toml++/toml.h>
 
+#include <cstdio>
 #include <functional>
 #include <map>
 
@@ -89,41 +90,40 @@ Setter Binds(std::vector<Bind>& binds, bool writable) {
   };
 }
 
-// The line of the first non-ASCII byte outside a string or a comment, if
-// any. Such a byte is never valid TOML there, and toml++ 3.3 (Debian 12)
-// reaches __builtin_unreachable() classifying many of them as whitespace
-// (is_non_ascii_horizontal_whitespace, U+00A1 for one): undefined behaviour
-// on a caller's bytes, found by fuzz/policy_toml. So they are refused here,
-// before the parser sees them.
-std::optional<size_t> NonAsciiOutsideStrings(std::string_view text) {
+// toml++ 3.3 (Debian 12) reaches __builtin_unreachable() when it asks
+// whether one of these code points is whitespace
+// (impl::is_non_ascii_horizontal_whitespace: its table has no branch for
+// three of its blocks): undefined behaviour on a caller's bytes, found by
+// fuzz/policy_toml. It asks that outside strings, and also while it scans
+// on past a syntax error, wherever that leads, so no position is safe.
+bool TomlCannotClassify(char32_t c) {
+  if (c <= 0xA0 || c > 0xFEFF || c == 0x3000 || c == 0xFEFF) return false;
+  const uint32_t block = (c - 0xA0) / 0x3FA;  // as the library computes it
+  return block == 0 || block == 11 || block >= 63;
+}
+
+struct Unparseable {
+  size_t line;
+  char32_t code_point;
+};
+
+// The first such code point (UTF-8) and its line. Bytes that are not UTF-8
+// are the parser's to refuse.
+std::optional<Unparseable> FirstUnparseable(std::string_view text) {
   size_t line = 1;
   for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\n') {
-      ++line;
-    } else if (c == '#') {
-      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
-    } else if (c == '"' || c == '\'') {
-      const bool multi = text.substr(i, 3) == std::string(3, c);
-      const std::string_view close = multi ? text.substr(i, 3) : text.substr(i, 1);
-      i += close.size();
-      // Up to the closing quote (the parser judges what is inside); a
-      // backslash escapes the next character in basic strings only.
-      while (i < text.size() && text.substr(i, close.size()) != close) {
-        if (text[i] == '\n') {
-          if (!multi) {  // unterminated: the parser says so
-            --i;
-            break;
-          }
-          ++line;
-        }
-        if (c == '"' && text[i] == '\\') ++i;
-        ++i;
-      }
-      i += close.size() - 1;
-    } else if (static_cast<unsigned char>(c) >= 0x80) {
-      return line;
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b == '\n') ++line;
+    const size_t length = (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 0;
+    if (length == 0 || i + length > text.size()) continue;
+    char32_t c = b & (length == 2 ? 0x1F : 0x0F);
+    bool valid = true;
+    for (size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      valid = valid && (next & 0xC0) == 0x80;
+      c = (c << 6) | (next & 0x3F);
     }
+    if (valid && TomlCannotClassify(c)) return Unparseable{line, c};
   }
   return std::nullopt;
 }
@@ -131,9 +131,12 @@ std::optional<size_t> NonAsciiOutsideStrings(std::string_view text) {
 }  // namespace
 
 std::optional<PolicyError> ApplyPolicy(std::string_view text, Spec& spec) {
-  if (auto line = NonAsciiOutsideStrings(text)) {
-    return Bad("", "line " + std::to_string(*line) +
-                       ": a non-ASCII character outside a string or a comment");
+  if (auto bad = FirstUnparseable(text)) {
+    char code[16];
+    std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(bad->code_point));
+    return Bad("", "line " + std::to_string(bad->line) + ": the character " + code +
+                       " cannot be parsed safely by this build's TOML library (toml++ 3.3); "
+                       "write the value without it");
   }
   toml::parse_result parsed = toml::parse(text);
   if (!parsed) {
