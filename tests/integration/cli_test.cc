@@ -35,11 +35,29 @@ TEST_F(CliTest, ExitStatusesFollowTheContract) {
   EXPECT_EQ(Run({"--memory", "0", "--", "/bin/true"}).status, 125);
 }
 
+// In a sanitizer build (make asan), ASan's clone() interceptor warns in the
+// command's process, which runs on a stack of its own before its execve, and
+// the warning lands in the command's stderr. It is ASan's, not the run's.
+std::string WithoutAsanStackWarning(std::string err) {
+#ifdef __SANITIZE_ADDRESS__
+  const std::string warning = "WARNING: ASan is ignoring requested __asan_handle_no_return";
+  const std::string last = "For details see https://github.com/google/sanitizers/issues/189\n";
+  if (size_t at = err.find(warning); at != std::string::npos) {
+    size_t start = err.rfind("==", err.rfind("==", at) - 1);
+    size_t end = err.find(last, at);
+    if (start != std::string::npos && end != std::string::npos) {
+      err.erase(start, end + last.size() - start);
+    }
+  }
+#endif
+  return err;
+}
+
 TEST_F(CliTest, OutputPassesThroughAndStdinIsFed) {
   Ran r = Run({"--stdin", "-", "--", "/bin/sh", "-c", "cat; echo to-err >&2"}, "from stdin\n");
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(r.out, "from stdin\n");
-  EXPECT_EQ(r.err, "to-err\n");
+  EXPECT_EQ(WithoutAsanStackWarning(r.err), "to-err\n");
 }
 
 TEST_F(CliTest, TheEnvironmentIsExactlyWhatWasDeclared) {
