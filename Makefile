@@ -2,8 +2,10 @@
 #   make build   the release binary at build/cordon
 #   make run     build, then the main job: `cordon serve` on loopback
 #                (scripts/serve.sh); `make demo` shows `cordon run` alone
-#   make test    every test: unit, integration, Python, and the unit tests
-#                again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test    every suite (unit, integration, Python client, Kernel
+#                Gateway, JupyterLab's client), then every suite again
+#                under ASan + LSan + UBSan (make asan), then the fuzz
+#                corpora replayed (make fuzz-replay)
 #   make bench   the side-by-side benchmarks (bench/)
 
 BUILD ?= build
@@ -85,7 +87,7 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
 
 # The fuzz build (docs/fuzzing.md): libFuzzer targets built with Debian's
 # clang 16 (fuzz/CMakeLists.txt says why not 14 or 15) in a directory of its
