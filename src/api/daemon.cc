@@ -8,6 +8,7 @@
 
 #include <boost/asio/ip/address.hpp>
 #include <charconv>
+#include <filesystem>
 
 #include "api/file_routes.h"
 #include "api/log.h"
@@ -32,6 +33,25 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 bool Truthy(const std::string& v) { return v == "true" || v == "1" || v == "yes"; }
+
+// Removes what runs of an earlier daemon left in <state>/scratch: each
+// workspace with its bound (a tmpfs unmounted, an image deleted).
+void SweepScratch(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> workspaces, images;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string path = entry.path().string();
+    (path.ends_with(".img") ? images : workspaces).push_back(std::move(path));
+  }
+  for (const auto& path : workspaces) {
+    if (auto removed = contain::RemoveBoundWorkspace(path); !removed) {
+      Log("error", "scratch_not_removed",
+          {{"workspace", path}, {"error", removed.error().message()}});
+    }
+  }
+  // Images whose workspace directory was already gone.
+  for (const auto& path : images) std::filesystem::remove(path, ec);
+}
 
 }  // namespace
 
@@ -210,7 +230,12 @@ struct Daemon::Impl {
       ++metrics.session_execs;
       metrics.bytes_captured += r->out.data.size() + r->err.data.size();
       metrics.exec_seconds.Observe(static_cast<double>(r->duration_ms) / 1000);
-      ex->RespondJson(200, session::ToJson(*r));
+      // The result's own copy of the output goes before the text is made:
+      // a flooding execution's peak then holds its output twice, not three
+      // times (issue 11, output flood).
+      json body = session::ToJson(*r);
+      *r = session::ExecResult{};
+      ex->RespondJson(200, body);
     });
   }
 
@@ -308,6 +333,7 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   d.store.emplace(std::move(store));
   contain::ProbeOptions probe_options;
   probe_options.cgroups.cgroup_root = d.options.cgroup_root;
+  probe_options.state_dir = d.options.state_dir;
   CORDON_ASSIGN_OR_RETURN(d.probe, contain::ProbeHost(probe_options));
 
   // Recovery: every tree an earlier daemon left is torn down (verified,
@@ -322,11 +348,15 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
          {"note", r.note},
          {"survivors", r.release.survivors}});
   }
+  // The scratch workspaces of runs an earlier daemon left: their trees
+  // are reaped now.
+  SweepScratch(d.options.state_dir + "/scratch");
 
   d.reactor = std::make_unique<AsioReactor>(io);
   d.options.sessions.state_dir = d.options.state_dir;
   d.options.sessions.prespawn = d.options.gateway.prespawn;
   d.options.sessions.verify_timeout = d.options.verify_timeout;
+  d.options.sessions.bounds = d.options.bounds;
   session::Observer observer;
   Impl* self = &d;
   observer.ready = [self](std::chrono::microseconds took) {
@@ -356,9 +386,9 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
                                                     d.options.sessions, std::move(observer)));
   CORDON_RETURN_IF_ERROR(d.sessions->Recover());
   if (d.extension) d.extension->Attach(*d.sessions);
-  d.runs = std::make_unique<Runs>(
-      *d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
-      RunsOptions{d.options.state_dir, d.options.max_runs, d.options.verify_timeout});
+  d.runs = std::make_unique<Runs>(*d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
+                                  RunsOptions{d.options.state_dir, d.options.max_runs,
+                                              d.options.verify_timeout, d.options.bounds});
 
   d.token_path = d.options.token_file.value_or(d.options.state_dir + "/token");
   CORDON_ASSIGN_OR_RETURN(d.token, LoadOrCreateToken(d.token_path, !d.options.token_file));
@@ -369,6 +399,11 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
     self->Handle(std::move(r), std::move(ex));
   };
   hooks.answered = [self](const Request& r, int status) { self->Answered(r, status); };
+  // Past --max-connections the reserve keeps the health check answering.
+  hooks.reserved = [](const Header& h) {
+    const std::string target(h.target());
+    return h.method() == http::verb::get && target.substr(0, target.find('?')) == "/v1/health";
+  };
   d.server = std::make_unique<HttpServer>(io, d.options.http, std::move(hooks));
   for (const auto& [unix_path, a] : addresses) {
     auto url =

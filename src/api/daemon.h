@@ -15,6 +15,7 @@
 
 #include "api/extension.h"
 #include "api/http.h"
+#include "contain/bounds.h"
 #include "contain/signaller.h"
 #include "session/sessions.h"
 
@@ -41,6 +42,9 @@ struct DaemonOptions {
   size_t max_runs = 32;
   session::SessionOptions sessions;  // state_dir is filled in
   std::chrono::milliseconds verify_timeout{5000};
+  // The limits every run and session gets unless its request sets them,
+  // and the ceilings a request may not go above.
+  contain::Bounds bounds;
   // The Kernel Gateway surface and python sessions (cordon-serve sets it).
   ExtensionMaker extension;
   GatewayOptions gateway;  // what the extension reads

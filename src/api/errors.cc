@@ -1,6 +1,20 @@
 #include "api/errors.h"
 
 namespace cordon::api {
+namespace {
+
+// Whether an internal failure's message says that a filesystem the daemon
+// writes to is full (the store's SQLITE_FULL maps to ENOSPC, store/sqlite.cc;
+// the others carry the errno name or its text).
+bool StorageFull(const std::string& message) {
+  for (const char* sign : {"ENOSPC", "EDQUOT", "No space left on device", "Disk quota exceeded",
+                           "database or disk is full"}) {
+    if (message.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 nlohmann::json ToJson(const ApiError& e) {
   if (e.style == ApiError::Style::kJupyter) {
@@ -12,6 +26,7 @@ nlohmann::json ToJson(const ApiError& e) {
                          : e.status == 409 ? "Conflict"
                          : e.status == 413 ? "Payload Too Large"
                          : e.status == 503 ? "Service Unavailable"
+                         : e.status == 507 ? "Insufficient Storage"
                          : e.status >= 500 ? "Internal Server Error"
                                            : e.code;
     if (e.detail.is_object() && e.detail.contains("reason")) reason = e.detail["reason"];
@@ -53,8 +68,18 @@ ApiError FromSession(const session::Error& e) {
       return make(422, "integrity");
     case Kind::kOverCapacity:
       return make(429, "over_capacity");
+    case Kind::kAboveCeiling:
+      return make(422, "above_ceiling");
     case Kind::kInternal:
       break;
+  }
+  if (StorageFull(e.message)) {
+    // Not cordon's fault, and not the client's: the operator frees space.
+    return ApiError{507, "insufficient_storage",
+                    "the state directory's filesystem is full (ENOSPC): free space there, or "
+                    "give the daemon a larger one; " +
+                        e.message,
+                    e.field, e.detail};
   }
   return make(500, "internal");
 }

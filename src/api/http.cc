@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -36,6 +38,9 @@ namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 using unix_socket = asio::local::stream_protocol;
 
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
 std::atomic<uint64_t> next_request{1};
 
 std::string NewRequestId() {
@@ -45,23 +50,93 @@ std::string NewRequestId() {
   return buf;
 }
 
+// The open connections of one server, across its listeners, including the
+// WebSockets they became. Only the loop's thread touches it.
+struct Occupancy {
+  size_t open = 0;
+};
+
+// One counted connection: it holds its place until Release (at its close)
+// or its destruction, whichever comes first, and is moved along when an
+// HTTP connection becomes a WebSocket.
+class Slot final {
+ public:
+  Slot() = default;
+  explicit Slot(std::shared_ptr<Occupancy> of) : of_(std::move(of)) {
+    if (of_) ++of_->open;
+  }
+  Slot(Slot&& other) noexcept = default;  // leaves `other` empty
+  Slot& operator=(Slot&& other) noexcept {
+    if (this != &other) {
+      Release();
+      of_ = std::move(other.of_);
+    }
+    return *this;
+  }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+  ~Slot() { Release(); }
+  void Release() {
+    if (!of_) return;
+    --of_->open;
+    of_.reset();
+  }
+
+ private:
+  std::shared_ptr<Occupancy> of_;
+};
+
+// How an accepted connection is served, decided at the accept.
+enum class Admission {
+  kServe,    // under the cap
+  kReserve,  // in the reserve above it: one request, if HttpHooks::reserved admits it
+  kRefuse,   // past the reserve: 503 at once, not counted, gone within LingerTime
+};
+
+// How long a connection answered before its request was read (401, 413,
+// 431, 408, 503) may go on sending before it is closed: long enough for a
+// client to read the answer, short enough that a client trickling bytes
+// into it holds nothing.
+milliseconds LingerTime(const HttpLimits& limits) {
+  constexpr milliseconds kMax{2000};
+  return limits.header_timeout > milliseconds::zero() ? std::min(limits.header_timeout, kMax)
+                                                      : kMax;
+}
+
+std::string Millis(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
+
 // One accepted WebSocket. Beast allows one read and one write operation in
-// flight at a time, and an async_close counts as a write; Pump is the only
-// place that starts either, so they never overlap.
+// flight at a time, and an async_close and an async_ping count as writes;
+// Pump is the only place that starts any of them, so they never overlap.
+// (The pongs that answer a client's pings are Beast's own, sent from within
+// the read under its internal write lock.)
 //
-// Ownership: a write in flight owns `out_.front()` (Beast holds a pointer
-// into it) until its completion handler has run, and only that handler pops
-// it. Nothing else may remove the front while `writing_` is set: Ended()
-// drops only what is queued behind it. Every handler holds `self`, so the
-// session outlives its operations.
+// Ownership: a message write in flight owns `out_.front()` (Beast holds a
+// pointer into it) until its completion handler has run, and only that
+// handler pops it. Nothing else may remove the front while `writing_` is
+// kMessage: Ended() drops only what is queued behind it. Every handler holds
+// `self`, so the session outlives its operations.
+//
+// Liveness: any frame from the client (a message, a ping, a pong) is
+// Heard(). The timer pings a client silent for `ping_interval_` (the ping
+// goes before queued messages, so that a client busy reading a flood is
+// asked too) and ends a connection silent for `idle_timeout_`: a peer that
+// vanished, or one that neither reads nor writes.
 template <typename Socket>
 class WebSocketSession final : public WebSocket,
                                public std::enable_shared_from_this<WebSocketSession<Socket>> {
  public:
-  WebSocketSession(Socket socket, uint64_t max_message, uint64_t max_queued)
-      : ws_(std::move(socket)), max_queued_(max_queued) {
+  WebSocketSession(Socket socket, uint64_t max_message, const HttpLimits& limits, Slot slot)
+      : ws_(std::move(socket)),
+        timer_(ws_.get_executor()),
+        max_queued_(limits.ws_queued_bytes),
+        ping_interval_(limits.ws_ping_interval),
+        idle_timeout_(limits.ws_idle_timeout),
+        slot_(std::move(slot)) {
     ws_.read_message_max(max_message);
     ws_.auto_fragment(false);
+    // Runs inside a read (which holds `self`); the stream is a member.
+    ws_.control_callback([this](beast::websocket::frame_type, beast::string_view) { Heard(); });
   }
 
   void Accept(http::request<http::string_body> request,
@@ -70,9 +145,13 @@ class WebSocketSession final : public WebSocket,
     auto req = std::make_shared<http::request<http::string_body>>(std::move(request));
     ws_.set_option(beast::websocket::stream_base::decorator(
         [](beast::websocket::response_type& res) { res.set(http::field::server, "cordon"); }));
+    Heard();  // the upgrade request itself
+    ArmTimer();
     ws_.async_accept(*req, [self, req, accepted = std::move(accepted)](beast::error_code ec) {
       if (ec) return self->Ended();
+      self->open_ = true;
       accepted(self);
+      self->Pump();  // a ping that fell due during the handshake
     });
   }
 
@@ -114,6 +193,7 @@ class WebSocketSession final : public WebSocket,
     auto self = this->shared_from_this();
     ws_.async_read(buffer_, [self](beast::error_code ec, size_t) {
       if (ec) return self->Ended();
+      self->Heard();
       std::string text = beast::buffers_to_string(self->buffer_.data());
       self->buffer_.consume(self->buffer_.size());
       // The handler may Send, Close, or drop its last reference to this
@@ -124,13 +204,24 @@ class WebSocketSession final : public WebSocket,
   }
 
   void Pump() {
-    if (writing_ || ended_) return;
+    if (writing_ != Writing::kNone || ended_ || !open_) return;
     auto self = this->shared_from_this();
+    if (ping_due_ && !close_sent_) {
+      ping_due_ = false;
+      writing_ = Writing::kPing;
+      // Beast copies the (empty) payload into its frame at once.
+      ws_.async_ping({}, [self](beast::error_code ec) {
+        self->writing_ = Writing::kNone;
+        if (ec) return self->Ended();
+        self->Pump();
+      });
+      return;
+    }
     if (!out_.empty()) {
-      writing_ = true;
+      writing_ = Writing::kMessage;
       ws_.text(true);
       ws_.async_write(asio::buffer(out_.front()), [self](beast::error_code ec, size_t) {
-        self->writing_ = false;
+        self->writing_ = Writing::kNone;
         self->queued_ -= self->out_.front().size();
         self->out_.pop_front();  // the buffer this write owned; see the class comment
         if (ec) return self->Ended();
@@ -140,12 +231,51 @@ class WebSocketSession final : public WebSocket,
     }
     if (close_requested_ && !close_sent_) {
       close_sent_ = true;
-      writing_ = true;
+      writing_ = Writing::kClose;
       ws_.async_close(beast::websocket::close_code::normal, [self](beast::error_code) {
-        self->writing_ = false;
+        self->writing_ = Writing::kNone;
         self->Ended();
       });
     }
+  }
+
+  void Heard() {
+    last_heard_ = Clock::now();
+    next_ping_ = last_heard_ + ping_interval_;
+  }
+
+  // One wait at a time: armed by Accept, then only by its own handler; it
+  // wakes at the next ping or the idle deadline, whichever comes first, and
+  // sees what Heard() moved since.
+  void ArmTimer() {
+    const bool pings = ping_interval_ > milliseconds::zero();
+    const bool idles = idle_timeout_ > milliseconds::zero();
+    if (ended_ || (!pings && !idles)) return;
+    Clock::time_point at = Clock::time_point::max();
+    if (pings) at = next_ping_;
+    if (idles) at = std::min(at, last_heard_ + idle_timeout_);
+    timer_.expires_at(at);
+    auto self = this->shared_from_this();
+    timer_.async_wait([self](beast::error_code ec) {
+      if (ec || self->ended_) return;
+      self->OnTimer();
+    });
+  }
+
+  void OnTimer() {
+    const auto now = Clock::now();
+    if (idle_timeout_ > milliseconds::zero() && now - last_heard_ >= idle_timeout_) {
+      Log("info", "ws_idle_timeout",
+          {{"silent_ms", std::chrono::duration_cast<milliseconds>(now - last_heard_).count()},
+           {"limit_ms", idle_timeout_.count()}});
+      return Ended();
+    }
+    if (ping_interval_ > milliseconds::zero() && now >= next_ping_) {
+      next_ping_ = now + ping_interval_;
+      ping_due_ = true;
+      Pump();
+    }
+    ArmTimer();
   }
 
   // The connection is over, either way. Safe while a read or a write is in
@@ -153,13 +283,15 @@ class WebSocketSession final : public WebSocket,
   void Ended() {
     if (ended_) return;
     ended_ = true;
-    if (writing_) {
+    if (writing_ == Writing::kMessage) {
       out_.erase(std::next(out_.begin()), out_.end());  // the front is the write's
       queued_ = out_.front().size();
     } else {
       out_.clear();
       queued_ = 0;
     }
+    timer_.cancel();
+    slot_.Release();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).close(ignored);
     auto closed = std::move(handlers_.closed);
@@ -167,30 +299,61 @@ class WebSocketSession final : public WebSocket,
     if (closed) closed();
   }
 
+  // Which write is in flight, if one is.
+  enum class Writing { kNone, kMessage, kPing, kClose };
+
   beast::websocket::stream<Socket> ws_;
+  asio::steady_timer timer_;     // pings and the idle deadline; see ArmTimer
   beast::flat_buffer buffer_;    // the read in flight's
-  std::deque<std::string> out_;  // front: the write in flight's, while writing_
+  std::deque<std::string> out_;  // front: the write in flight's, while writing_ is kMessage
   uint64_t queued_ = 0;          // bytes in out_
   const uint64_t max_queued_;
+  const milliseconds ping_interval_;
+  const milliseconds idle_timeout_;
+  Clock::time_point last_heard_;  // the last frame from the client
+  Clock::time_point next_ping_;   // when a silent client is pinged next
+  Slot slot_;                     // its place among the server's connections
   Handlers handlers_;
-  bool writing_ = false;  // an async_write or async_close is in flight
+  Writing writing_ = Writing::kNone;
+  bool open_ = false;      // the handshake is done: writes may start
+  bool ping_due_ = false;  // Pump sends a ping next
   bool close_requested_ = false;
   bool close_sent_ = false;
   bool ended_ = false;
 };
 
+// One HTTP connection. Its timer bounds what the client owes: the header
+// (from the accept, or from the first byte of a later request), the body,
+// the idle time between requests, and a linger; it is disarmed while a
+// request is handled and while an answer is written or streamed, which take
+// as long as they take.
 template <typename Socket>
 class Connection final : public Exchange, public std::enable_shared_from_this<Connection<Socket>> {
  public:
-  Connection(Socket socket, const HttpLimits& limits, const HttpHooks& hooks)
-      : socket_(std::move(socket)), limits_(limits), hooks_(hooks) {}
+  Connection(Socket socket, const HttpLimits& limits, const HttpHooks& hooks, Admission admission,
+             Slot slot)
+      : socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        limits_(limits),
+        hooks_(hooks),
+        admission_(admission),
+        slot_(std::move(slot)) {}
 
-  void Start() { ReadHeader(); }
+  void Start() {
+    if (admission_ == Admission::kRefuse) {
+      // Nothing is read: the answer goes out at once, then Linger.
+      request_.id = NewRequestId();
+      request_.received = Clock::now();
+      return OverCapacity();
+    }
+    ReadHeader();
+  }
 
   void Respond(int status, std::string body, std::string content_type, Headers headers,
                std::optional<uint64_t> content_length) override {
     if (responded_) return;
     responded_ = true;
+    Expect(Waiting::kNothing, {});
     StopWatching();
     if (hooks_.answered) hooks_.answered(request_, status);
     if (closed_) return;
@@ -212,7 +375,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
       if (ec) return self->Close();
       if (!self->body_read_) return self->Linger();
       if (!self->keep_alive_) return self->Close();
-      self->ReadHeader();
+      self->NextRequest();
     });
   }
 
@@ -220,6 +383,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     if (responded_) return;
     responded_ = true;
     streaming_ = true;
+    Expect(Waiting::kNothing, {});
     if (hooks_.answered) hooks_.answered(request_, status);
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " +
                        std::string(http::obsolete_reason(static_cast<http::status>(status))) +
@@ -246,12 +410,14 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
                         std::function<void(std::shared_ptr<WebSocket>)> accepted) override {
     if (responded_ || closed_) return;
     responded_ = true;
+    Expect(Waiting::kNothing, {});
     StopWatching();
     if (hooks_.answered) hooks_.answered(request_, 101);
-    // The socket is the WebSocket's from here on; this connection is done.
+    // The socket, and its place among the open connections, are the
+    // WebSocket's from here on; this connection is done.
     closed_ = true;
-    auto ws = std::make_shared<WebSocketSession<Socket>>(std::move(socket_), max_message,
-                                                         limits_.ws_queued_bytes);
+    auto ws = std::make_shared<WebSocketSession<Socket>>(std::move(socket_), max_message, limits_,
+                                                         std::move(slot_));
     ws->Accept(std::move(request_.message), std::move(accepted));
   }
 
@@ -273,8 +439,82 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   }
 
  private:
+  // What the timer is waiting for.
+  enum class Waiting { kNothing, kIdle, kHeader, kBody, kLinger };
+
+  // Arms the timer for `what` (kNothing, or a zero `within`: disarms it).
+  // The epoch tells a handler whose wait was replaced (an expiry already
+  // queued cannot be cancelled) that it is stale.
+  void Expect(Waiting what, milliseconds within) {
+    waiting_ = what;
+    timed_out_ = false;
+    ++timer_epoch_;
+    if (what == Waiting::kNothing || within <= milliseconds::zero()) {
+      timer_.cancel();
+      return;
+    }
+    timer_.expires_after(within);
+    auto self = this->shared_from_this();
+    timer_.async_wait([self, epoch = timer_epoch_](beast::error_code ec) {
+      if (ec || epoch != self->timer_epoch_ || self->closed_) return;
+      self->Expired();
+    });
+  }
+
+  void Expired() {
+    switch (waiting_) {
+      case Waiting::kNothing:
+        return;
+      case Waiting::kIdle:
+      case Waiting::kLinger:
+        return Close();  // quietly: nothing is owed to the client
+      case Waiting::kHeader:
+      case Waiting::kBody: {
+        // The read in flight completes with operation_aborted; OnHeader or
+        // OnBody then answers 408.
+        timed_out_ = true;
+        beast::error_code ignored;
+        socket_.cancel(ignored);
+        return;
+      }
+    }
+  }
+
+  void OverCapacity() {
+    keep_alive_ = false;
+    RespondJson(503,
+                ToJson(ApiError{503, "over_capacity",
+                                std::to_string(limits_.max_connections) +
+                                    " connections are open, the limit (--max-connections): "
+                                    "retry later, or raise --max-connections",
+                                "", nullptr}),
+                {{"Retry-After", "1"}});
+  }
+
+  void TimedOut(const char* what, milliseconds limit, const char* option) {
+    Fail(408, "timeout",
+         std::string("the request ") + what + " did not arrive within " + Millis(limit) + " (" +
+             option + "): send it at once, or raise " + option);
+  }
+
+  // After an answer on a keep-alive connection: bytes already buffered
+  // are the next request (pipelined), whose header is due now; otherwise
+  // the connection may be idle for the idle timeout, and the header timer
+  // starts with the first byte.
+  void NextRequest() {
+    if (closed_) return;
+    if (buffer_.size() > 0) return ReadHeader();
+    Expect(Waiting::kIdle, limits_.idle_timeout);
+    auto self = this->shared_from_this();
+    socket_.async_wait(Socket::wait_read, [self](beast::error_code ec) {
+      if (ec || self->closed_) return;
+      self->ReadHeader();
+    });
+  }
+
   void ReadHeader() {
     if (closed_) return;
+    Expect(Waiting::kHeader, limits_.header_timeout);
     parser_.emplace();
     parser_->header_limit(limits_.header_bytes);
     // Beast checks a Content-Length against the body limit while parsing
@@ -298,12 +538,20 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     request_ = Request{};
     request_.id = NewRequestId();
     request_.received = std::chrono::steady_clock::now();
+    if (ec && timed_out_) return TimedOut("header", limits_.header_timeout, "--header-timeout");
     if (ec == http::error::header_limit) {
       return Fail(431, "too_large",
                   "the request header is over " + std::to_string(limits_.header_bytes) + " bytes");
     }
     if (ec) return Close();
     keep_alive_ = parser_->get().keep_alive();
+    if (admission_ == Admission::kReserve) {
+      // One request per reserve connection, so that its place comes back.
+      keep_alive_ = false;
+      if (!hooks_.reserved || !hooks_.reserved(parser_->get().base())) return OverCapacity();
+    }
+    // The body is due within its own timeout (the 100 Continue included).
+    Expect(Waiting::kBody, limits_.body_timeout);
     uint64_t limit = limits_.body_bytes;
     if (auto refused = hooks_.admit(parser_->get().base(), limit)) {
       keep_alive_ = false;
@@ -338,6 +586,8 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
 
   void OnBody(beast::error_code ec, uint64_t limit) {
     body_read_ = !ec;
+    if (ec && timed_out_) return TimedOut("body", limits_.body_timeout, "--body-timeout");
+    Expect(Waiting::kNothing, {});  // handling takes as long as it takes
     if (ec == http::error::body_limit) {
       return Fail(413, "too_large", "the body is over the limit of " + std::to_string(limit));
     }
@@ -362,7 +612,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
       if (stream_ended_) {
         StopWatching();
         if (keep_alive_) {
-          ReadHeader();
+          NextRequest();
         } else {
           Close();
         }
@@ -396,12 +646,16 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     gone();
   }
 
-  // After answering a request whose body was not read (401, 413, 431):
-  // stop sending, and read and drop what the client is still sending
-  // (bounded) before closing, so that it gets to read the answer instead of
-  // a reset.
+  // After answering a request whose body was not read (401, 413, 431, 408,
+  // 503): stop sending, and read and drop what the client is still sending
+  // (bounded in bytes and by LingerTime) before closing, so that it gets to
+  // read the answer instead of a reset.
   void Linger() {
     if (closed_) return;
+    // Done with: like a refused connection it no longer counts, and it is
+    // gone within LingerTime.
+    slot_.Release();
+    Expect(Waiting::kLinger, LingerTime(limits_));
     beast::error_code ignored;
     socket_.shutdown(Socket::shutdown_send, ignored);
     Drain(std::make_shared<std::array<char, 1 << 16>>(), uint64_t{64} << 20);
@@ -419,6 +673,8 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   void Close() {
     if (closed_) return;
     closed_ = true;
+    slot_.Release();
+    timer_.cancel();
     // A write in flight owns the front of the queue until its handler pops it.
     if (writing_) {
       queue_.erase(std::next(queue_.begin()), queue_.end());
@@ -431,8 +687,14 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   }
 
   Socket socket_;
+  asio::steady_timer timer_;  // see Expect
   const HttpLimits& limits_;
   const HttpHooks& hooks_;
+  const Admission admission_;
+  Slot slot_;  // its place among the open connections, until Close (or the WebSocket's)
+  Waiting waiting_ = Waiting::kNothing;
+  uint64_t timer_epoch_ = 0;
+  bool timed_out_ = false;  // the header's or body's deadline passed; the read was cancelled
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Request request_;
@@ -451,8 +713,13 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
 template <typename Protocol>
 class Listener final : public std::enable_shared_from_this<Listener<Protocol>> {
  public:
-  Listener(asio::io_context& io, const HttpLimits& limits, const HttpHooks& hooks)
-      : acceptor_(io), limits_(limits), hooks_(hooks) {}
+  Listener(asio::io_context& io, const HttpLimits& limits, const HttpHooks& hooks,
+           std::shared_ptr<Occupancy> occupancy)
+      : acceptor_(io),
+        retry_(io),
+        limits_(limits),
+        hooks_(hooks),
+        occupancy_(std::move(occupancy)) {}
 
   asio::basic_socket_acceptor<Protocol>& acceptor() { return acceptor_; }
 
@@ -460,17 +727,24 @@ class Listener final : public std::enable_shared_from_this<Listener<Protocol>> {
     auto self = this->shared_from_this();
     acceptor_.async_accept([self](beast::error_code ec, typename Protocol::socket socket) {
       if (!self->acceptor_.is_open()) return;
-      if (!ec) {
-        if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
-          // Answers go out at once: with Nagle's algorithm a response's last
-          // segment waits for the client's delayed ACK (40 ms on Linux).
-          beast::error_code ignored;
-          socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-        }
-        std::make_shared<Connection<typename Protocol::socket>>(std::move(socket), self->limits_,
-                                                                self->hooks_)
-            ->Start();
+      if (ec) return self->AcceptFailed(ec);
+      self->failing_ = false;
+      if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+        // Answers go out at once: with Nagle's algorithm a response's last
+        // segment waits for the client's delayed ACK (40 ms on Linux).
+        beast::error_code ignored;
+        socket.set_option(asio::ip::tcp::no_delay(true), ignored);
       }
+      const size_t open = self->occupancy_->open;
+      const size_t cap = self->limits_.max_connections;
+      const Admission admission = open < cap ? Admission::kServe
+                                  : open < cap + self->limits_.reserve_connections
+                                      ? Admission::kReserve
+                                      : Admission::kRefuse;
+      Slot slot = admission == Admission::kRefuse ? Slot() : Slot(self->occupancy_);
+      std::make_shared<Connection<typename Protocol::socket>>(
+          std::move(socket), self->limits_, self->hooks_, admission, std::move(slot))
+          ->Start();
       self->Accept();
     });
   }
@@ -478,12 +752,38 @@ class Listener final : public std::enable_shared_from_this<Listener<Protocol>> {
   void Stop() {
     beast::error_code ignored;
     acceptor_.close(ignored);
+    retry_.cancel();
   }
 
  private:
+  // A connection the client reset before it was accepted is nothing; out of
+  // descriptors (EMFILE, ENFILE) or memory, accepting again at once would
+  // spin the loop, so it waits a little, and says so once per streak.
+  void AcceptFailed(beast::error_code ec) {
+    if (ec == asio::error::connection_aborted) return Accept();
+    if (!failing_) {
+      failing_ = true;
+      Log("warning", "accept_failed",
+          {{"error", ec.message()},
+           {"open_connections", occupancy_->open},
+           {"message",
+            "accepting is paused for 100 ms at a time until it works again; if descriptors "
+            "ran out, raise the open files limit (ulimit -n) or lower --max-connections"}});
+    }
+    retry_.expires_after(milliseconds(100));
+    auto self = this->shared_from_this();
+    retry_.async_wait([self](beast::error_code ec) {
+      if (ec || !self->acceptor_.is_open()) return;
+      self->Accept();
+    });
+  }
+
   asio::basic_socket_acceptor<Protocol> acceptor_;
+  asio::steady_timer retry_;  // the pause after a failed accept
   const HttpLimits& limits_;
   const HttpHooks& hooks_;
+  std::shared_ptr<Occupancy> occupancy_;  // shared by every listener of the server
+  bool failing_ = false;                  // accept_failed was logged for this streak
 };
 
 }  // namespace
@@ -507,12 +807,13 @@ struct HttpServer::Impl {
   asio::io_context& io;
   HttpLimits limits;
   HttpHooks hooks;
+  std::shared_ptr<Occupancy> occupancy = std::make_shared<Occupancy>();
   std::vector<std::shared_ptr<Listener<tcp>>> tcp_listeners;
   std::vector<std::shared_ptr<Listener<unix_socket>>> unix_listeners;
 };
 
 HttpServer::HttpServer(asio::io_context& io, HttpLimits limits, HttpHooks hooks)
-    : impl_(new Impl{io, limits, std::move(hooks), {}, {}}) {}
+    : impl_(new Impl{io, limits, std::move(hooks)}) {}
 
 HttpServer::~HttpServer() { StopAccepting(); }
 
@@ -520,7 +821,8 @@ sys::Result<std::string> HttpServer::ListenTcp(const std::string& host, uint16_t
   beast::error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (ec) return sys::Fail("listen: \"" + host + "\" is not an IP address", EINVAL);
-  auto listener = std::make_shared<Listener<tcp>>(impl_->io, impl_->limits, impl_->hooks);
+  auto listener =
+      std::make_shared<Listener<tcp>>(impl_->io, impl_->limits, impl_->hooks, impl_->occupancy);
   auto& a = listener->acceptor();
   tcp::endpoint endpoint(address, port);
   a.open(endpoint.protocol(), ec);
@@ -545,7 +847,8 @@ sys::Result<std::string> HttpServer::ListenUnix(const std::string& path) {
       return sys::Fail("listen: " + path + " exists and is not a socket", EEXIST);
     ::unlink(path.c_str());  // a stale socket of an earlier daemon
   }
-  auto listener = std::make_shared<Listener<unix_socket>>(impl_->io, impl_->limits, impl_->hooks);
+  auto listener = std::make_shared<Listener<unix_socket>>(impl_->io, impl_->limits, impl_->hooks,
+                                                          impl_->occupancy);
   auto& a = listener->acceptor();
   beast::error_code ec;
   unix_socket::endpoint endpoint(path);

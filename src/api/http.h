@@ -80,10 +80,34 @@ bool IsWebSocketUpgrade(const http::request<http::string_body>& request);
 struct HttpLimits {
   uint32_t header_bytes = 16 << 10;
   uint64_t body_bytes = 1 << 20;
+  // Read timeouts against slow clients (slowloris); zero turns one off.
+  // A request's header must be complete within `header_timeout`, counted
+  // from the accept on a new connection and from the first byte of the
+  // next request on a keep-alive one; its body within `body_timeout` of the
+  // header's end. Past either the answer is 408 and the connection closes.
+  // Between requests a keep-alive connection may be idle (nothing sent) for
+  // `idle_timeout`; then it is closed without an answer. None of them runs
+  // while a request is handled, a response is written or streamed, or once
+  // the connection is a WebSocket.
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds body_timeout{30'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  // Open connections across every listener, WebSockets included. Past
+  // `max_connections`, `reserve_connections` more are accepted for one
+  // request each, served only if HttpHooks::reserved admits it (else 503);
+  // past those a connection is answered 503 at once and closed.
+  size_t max_connections = 1024;
+  size_t reserve_connections = 16;
   // Bytes a WebSocket may have queued for its client. A client that stops
   // reading is disconnected (logged `ws_slow_reader`) once a send would
   // take its queue past this; one message into an empty queue always goes.
   uint64_t ws_queued_bytes = 16 << 20;
+  // A WebSocket client that has sent nothing for `ws_ping_interval` is
+  // pinged (again every interval while it stays silent); one that has sent
+  // nothing at all, no frame and no pong, for `ws_idle_timeout` is closed
+  // (logged `ws_idle_timeout`). Zero turns either off.
+  std::chrono::milliseconds ws_ping_interval{30'000};
+  std::chrono::milliseconds ws_idle_timeout{120'000};
 };
 
 struct HttpHooks {
@@ -92,6 +116,9 @@ struct HttpHooks {
   std::function<std::optional<ApiError>(const Header& header, uint64_t& body_limit)> admit;
   std::function<void(Request request, std::shared_ptr<Exchange> exchange)> handle;
   std::function<void(const Request& request, int status)> answered;  // metrics, logs
+  // Whether a request arriving on a reserve connection (one accepted past
+  // HttpLimits::max_connections) is served; null: none is (503).
+  std::function<bool(const Header& header)> reserved;
 };
 
 class HttpServer final {

@@ -63,9 +63,10 @@ Parsed<void> Limits(const json& body, contain::Limits& l) {
   if (!body.contains("limits") || body["limits"].is_null()) return {};
   const json& limits = body["limits"];
   if (!limits.is_object()) return Bad("limits", "must be an object");
-  const std::set<std::string> known = {"timeout_ms",      "grace_ms",   "output_limit_bytes",
-                                       "memory_bytes",    "pids",       "cpu_seconds",
-                                       "file_size_bytes", "open_files", "address_space_bytes"};
+  const std::set<std::string> known = {
+      "timeout_ms",  "grace_ms",        "output_limit_bytes", "memory_bytes",        "pids",
+      "cpu_seconds", "file_size_bytes", "open_files",         "address_space_bytes", "cpu",
+      "disk_bytes",  "disk_inodes"};
   CORDON_RETURN_IF_ERROR(OnlyKnown(limits, known, "limits."));
   struct Field {
     const char* name;
@@ -82,12 +83,18 @@ Parsed<void> Limits(const json& body, contain::Limits& l) {
       {"file_size_bytes", &l.file_size_bytes, nullptr},
       {"open_files", &l.open_files, nullptr},
       {"address_space_bytes", &l.address_space_bytes, nullptr},
+      {"disk_bytes", &l.disk_bytes, nullptr},
+      {"disk_inodes", &l.disk_inodes, nullptr},
   };
   for (const Field& f : fields) {
     CORDON_ASSIGN_OR_RETURN(auto value, Int(limits, f.name, std::string("limits.") + f.name));
     if (!value) continue;
     if (f.optional) *f.optional = *value;
     if (f.required) *f.required = *value;
+  }
+  if (limits.contains("cpu") && !limits["cpu"].is_null()) {
+    if (!limits["cpu"].is_number()) return Bad("limits.cpu", "must be a number of CPUs");
+    l.cpu = limits["cpu"].get<double>();
   }
   return {};
 }

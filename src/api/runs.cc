@@ -21,6 +21,9 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
   if (!body) return ex->RespondError(body.error());
   auto spec = ParseRun(*body);
   if (!spec) return ex->RespondError(spec.error());
+  if (auto above = contain::ApplyBounds(options_.bounds, *spec)) {
+    return ex->RespondError(ApiError{422, "above_ceiling", above->message, above->field, nullptr});
+  }
   if (stopping_) {
     return ex->RespondError(ApiError{503, "stopping", "the daemon is shutting down", "", nullptr});
   }
@@ -32,6 +35,8 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
   }
   auto active = std::make_unique<Active>();
   active->exchange = ex;
+  active->limits = contain::LimitsJson(spec->limits);
+  std::optional<contain::CapabilityStatus> disk;
   if (!spec->workspace) {
     // Nothing of the daemon's own directory: a run without a workspace gets
     // a fresh empty one, removed afterwards.
@@ -40,8 +45,21 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
     std::filesystem::create_directories(active->scratch, ec);
     ::chmod(active->scratch.c_str(), 0700);
     spec->workspace = active->scratch;
+    // Its disk bound (a tmpfs where the state dir has no project quota);
+    // admission observes it. Where bounding failed, admission is told why.
+    if (spec->limits.disk_bytes || spec->limits.disk_inodes) {
+      auto bound = contain::BoundWorkspace(
+          probe_.disk, active->scratch, contain::WorkspaceKind::kEphemeral,
+          contain::DiskLimits{spec->limits.disk_bytes, spec->limits.disk_inodes});
+      if (!bound) {
+        disk = contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
+        disk->enforceable = false;
+        disk->mechanism.clear();
+        disk->reason = "bounding the run's workspace failed: " + bound.error().message();
+      }
+    }
   }
-  auto grant = contain::Acquire(*spec, probe_, store_);
+  auto grant = contain::Acquire(*spec, probe_, store_, disk ? &*disk : nullptr);
   if (!grant) {
     RemoveScratch(*active);
     return ex->RespondError(FromSession(session::FromAdmit(grant.error())));
@@ -85,8 +103,11 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
 
 void Runs::RemoveScratch(const Active& run) {
   if (run.scratch.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(run.scratch, ec);
+  // Its bound first (a tmpfs is unmounted, an image deleted), then the files.
+  if (auto removed = contain::RemoveBoundWorkspace(run.scratch); !removed) {
+    Log("error", "scratch_not_removed",
+        {{"workspace", run.scratch}, {"error", removed.error().message()}});
+  }
 }
 
 void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) {
@@ -101,7 +122,11 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
        {"grant_id", r.grant.id},
        {"outcome", run::OutcomeName(r.outcome)},
        {"dead", r.release.dead}});
+  // Gone (with its bound) before the result is sent: a client that has the
+  // result finds no mount of the run's left.
+  RemoveScratch(run);
   json result = run::ToJson(r);
+  result["limits"] = run.limits;
   if (run.streaming) {
     result["type"] = "result";
     run.exchange->Stream(sys::JsonText(result) + "\n");
@@ -109,7 +134,6 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   } else {
     run.exchange->RespondJson(200, result);
   }
-  RemoveScratch(run);
   // The Execution is still on the stack: destroy it from the loop.
   boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {
     if (!alive.lock()) return;

@@ -13,6 +13,7 @@
 #include "api/asio_reactor.h"
 #include "api/http.h"
 #include "api/metrics.h"
+#include "contain/bounds.h"
 #include "contain/probe.h"
 #include "contain/signaller.h"
 #include "run/execution.h"
@@ -24,6 +25,7 @@ struct RunsOptions {
   std::string state_dir;  // scratch workspaces go in <state>/scratch
   size_t max_runs = 32;
   std::chrono::milliseconds verify_timeout{5000};
+  contain::Bounds bounds;  // every run's default limits and their ceilings
 };
 
 class Runs final {
@@ -50,6 +52,7 @@ class Runs final {
     std::unique_ptr<run::Execution> execution;
     std::string scratch;  // a workspace made for the run, removed afterwards
     bool streaming = false;
+    nlohmann::json limits;  // the effective limits, shown in the result
   };
   void OnDone(uint64_t id, const std::string& request_id, run::RunResult result);
   static void RemoveScratch(const Active& run);

@@ -1,13 +1,53 @@
 #include "api/serve.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
 #include "api/log.h"
 
 namespace cordon::api {
+namespace {
+
+// Descriptors the daemon holds besides its connections: the store, the
+// pipes, pidfds and cgroup directories of runs and sessions, kernels'
+// ZeroMQ sockets. Generous: it only sets how far the soft limit is raised.
+constexpr rlim_t kOwnDescriptors = 4096;
+
+// Every open connection is a descriptor: a soft RLIMIT_NOFILE of 1024 (the
+// usual default) would run out before --max-connections did, and accepting
+// would fail instead of answering 503. The soft limit is raised as far as
+// the connections need (not to the hard limit: runs and sessions inherit
+// it, and some programs walk every descriptor up to it); a hard limit too
+// low for them is said at start.
+void RaiseOpenFilesLimit(const HttpLimits& http) {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t needed =
+      static_cast<rlim_t>(http.max_connections + http.reserve_connections) + kOwnDescriptors;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < needed) {
+    const rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? needed : std::min(needed, rl.rlim_max);
+    if (rl.rlim_cur > was && ::setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = was;
+  }
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < needed) {
+    Log("warning", "open_files_limit",
+        {{"limit", rl.rlim_cur},
+         {"needed", needed},
+         {"max_connections", http.max_connections},
+         {"message",
+          "the open files limit (RLIMIT_NOFILE, hard limit " + std::to_string(rl.rlim_max) +
+              ") is below what --max-connections needs: accepting may fail before the cap is "
+              "reached; raise the hard limit (ulimit -Hn) or lower --max-connections"}});
+  }
+}
+
+}  // namespace
 
 int Serve(DaemonOptions options) {
+  RaiseOpenFilesLimit(options.http);
   boost::asio::io_context io(1);
   // Blocked signals are not handled until the loop runs; Asio's handler
   // turns them into a loop event.

@@ -50,7 +50,7 @@ int Execute(const ProbeArgs& a) {
   std::printf("\ncgroups:\n");
   for (const auto& n : probe->cgroups.notes) std::printf("  %s\n", n.c_str());
   for (const auto* p : {&probe->cgroups.v2_problem, &probe->cgroups.v1_memory_problem,
-                        &probe->cgroups.v1_pids_problem}) {
+                        &probe->cgroups.v1_pids_problem, &probe->cgroups.v1_cpu_problem}) {
     if (!p->empty()) std::printf("  not used: %s\n", p->c_str());
   }
   return 0;

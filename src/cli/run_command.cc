@@ -29,7 +29,7 @@ struct RunArgs {
   std::vector<std::string> env;
   std::string stdin_source;
   std::string timeout, grace, output_limit, memory, pids, cpu_seconds, file_size, open_files,
-      address_space;
+      address_space, cpus;
   std::vector<std::string> require;
   std::string isolation, network, tmp_size, policy;
   std::vector<std::string> ro_binds, binds;
@@ -63,6 +63,7 @@ const std::map<std::string, std::string> kOptionForField = {
     {"limits.file_size_bytes", "--file-size"},
     {"limits.open_files", "--open-files"},
     {"limits.address_space_bytes", "--address-space"},
+    {"limits.cpu", "--cpus"},
     {"binds", "--bind/--ro-bind"},
     {"tmp_size_bytes", "--tmp-size"},
     {"uid_range", "--policy: uid_range"},
@@ -206,6 +207,11 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
     auto value = n.parse(n.text);
     if (!value) return std::string(n.option) + ": " + value.error();
     n.set(*value);
+  }
+  if (a.Given("--cpus")) {
+    auto cpus = ParseCpus(a.cpus);
+    if (!cpus) return "--cpus: " + cpus.error();
+    l.cpu = *cpus;
   }
 
   for (const auto& list : a.require) {
@@ -435,6 +441,9 @@ Command AddRunCommand(CLI::App& app) {
       ->type_name("N");
   opt("--address-space", a.address_space, "Virtual memory limit per process (RLIMIT_AS)")
       ->type_name("BYTES");
+  opt("--cpus", a.cpus,
+      "At most N CPUs of time for the whole tree, e.g. 0.5 (a cgroup CPU quota per 100 ms)")
+      ->type_name("N");
   a.options["--require"] =
       cmd->add_option("--require", a.require,
                       "Refuse to run unless these capabilities are enforced (comma-separated; "

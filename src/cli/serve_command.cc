@@ -33,13 +33,67 @@ struct ServeArgs {
   bool allow_remote = false;
   std::string state_dir, token_file, cgroup_root;
   std::string max_body = "1M", max_header = "16K", max_file = "256M", ws_max_queued = "16M";
+  std::string header_timeout = "10", body_timeout = "30", http_idle_timeout = "60",
+              max_connections = "1024", ws_ping_interval = "30", ws_idle_timeout = "120";
   std::string max_sessions = "64", max_runs = "32";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
   std::string prespawn = "0", interrupt_grace = "10", max_kernels = "64", max_message = "64M";
   std::vector<std::string> kernel_env;
+  // The bounds of every run and session: defaults and ceilings.
+  std::string default_memory = "1G", default_pids = "512", default_cpu = "1", default_disk = "10G",
+              default_inodes = "1048576";
+  std::string max_memory, max_pids, max_cpu, max_disk, max_inodes;
   std::map<std::string, CLI::Option*> options;
   bool Given(const std::string& name) const { return options.at(name)->count() > 0; }
 };
+
+// --default-* and --max-*: an error naming the option, or none.
+std::optional<std::string> ParseBounds(const ServeArgs& a, contain::Bounds& b) {
+  struct Integer {
+    const char* option;
+    const std::string& text;
+    std::expected<int64_t, std::string> (*parse)(std::string_view);
+    bool ceiling;
+    std::function<void(int64_t)> set;
+  };
+  const Integer integers[] = {
+      {"--default-memory", a.default_memory, ParseSize, false,
+       [&](int64_t v) { b.memory_bytes = v; }},
+      {"--default-pids", a.default_pids, ParseCount, false, [&](int64_t v) { b.pids = v; }},
+      {"--default-disk", a.default_disk, ParseSize, false, [&](int64_t v) { b.disk_bytes = v; }},
+      {"--default-inodes", a.default_inodes, ParseCount, false,
+       [&](int64_t v) { b.disk_inodes = v; }},
+      {"--max-memory", a.max_memory, ParseSize, true, [&](int64_t v) { b.max_memory_bytes = v; }},
+      {"--max-pids", a.max_pids, ParseCount, true, [&](int64_t v) { b.max_pids = v; }},
+      {"--max-disk", a.max_disk, ParseSize, true, [&](int64_t v) { b.max_disk_bytes = v; }},
+      {"--max-inodes", a.max_inodes, ParseCount, true, [&](int64_t v) { b.max_disk_inodes = v; }},
+  };
+  for (const auto& n : integers) {
+    if (n.ceiling && !a.Given(n.option)) continue;
+    auto value = n.parse(n.text);
+    if (!value) return std::string(n.option) + ": " + value.error();
+    if (*value <= 0) return std::string(n.option) + ": must be positive";
+    n.set(*value);
+  }
+  auto cpu = ParseCpus(a.default_cpu);
+  if (!cpu) return "--default-cpu: " + cpu.error();
+  b.cpu = *cpu;
+  if (a.Given("--max-cpu")) {
+    auto max = ParseCpus(a.max_cpu);
+    if (!max) return "--max-cpu: " + max.error();
+    b.max_cpu = *max;
+  }
+  // A ceiling below a default that was not given lowers the default to it.
+  auto lower = [&](auto& value, const auto& ceiling, const char* option) {
+    if (ceiling && !a.Given(option) && value > *ceiling) value = *ceiling;
+  };
+  lower(b.memory_bytes, b.max_memory_bytes, "--default-memory");
+  lower(b.pids, b.max_pids, "--default-pids");
+  lower(b.cpu, b.max_cpu, "--default-cpu");
+  lower(b.disk_bytes, b.max_disk_bytes, "--default-disk");
+  lower(b.disk_inodes, b.max_disk_inodes, "--default-inodes");
+  return contain::BoundsProblem(b);
+}
 
 int Execute(const ServeArgs& a) {
   api::DaemonOptions o;
@@ -72,6 +126,18 @@ int Execute(const ServeArgs& a) {
       {"--max-file-size", a.max_file, ParseSize, [&](int64_t v) { o.max_file_bytes = v; }},
       {"--ws-max-queued", a.ws_max_queued, ParseSize,
        [&](int64_t v) { o.http.ws_queued_bytes = static_cast<uint64_t>(v); }},
+      {"--header-timeout", a.header_timeout, ParseDurationMs,
+       [&](int64_t v) { o.http.header_timeout = std::chrono::milliseconds(v); }},
+      {"--body-timeout", a.body_timeout, ParseDurationMs,
+       [&](int64_t v) { o.http.body_timeout = std::chrono::milliseconds(v); }},
+      {"--idle-timeout", a.http_idle_timeout, ParseDurationMs,
+       [&](int64_t v) { o.http.idle_timeout = std::chrono::milliseconds(v); }},
+      {"--max-connections", a.max_connections, ParseCount,
+       [&](int64_t v) { o.http.max_connections = static_cast<size_t>(v); }},
+      {"--ws-ping-interval", a.ws_ping_interval, ParseDurationMs,
+       [&](int64_t v) { o.http.ws_ping_interval = std::chrono::milliseconds(v); }},
+      {"--ws-idle-timeout", a.ws_idle_timeout, ParseDurationMs,
+       [&](int64_t v) { o.http.ws_idle_timeout = std::chrono::milliseconds(v); }},
       {"--max-sessions", a.max_sessions, ParseCount,
        [&](int64_t v) { o.sessions.max_sessions = static_cast<size_t>(v); }},
       {"--max-runs", a.max_runs, ParseCount,
@@ -98,6 +164,11 @@ int Execute(const ServeArgs& a) {
       return kExitCordonFailed;
     }
     n.set(*value);
+  }
+  if (o.http.ws_idle_timeout <= o.http.ws_ping_interval) {
+    // A client would be cut off before it was ever asked for a pong.
+    PrintError(kName, "--ws-idle-timeout: must be longer than --ws-ping-interval");
+    return kExitCordonFailed;
   }
   struct Kernel {
     const char* option;
@@ -127,6 +198,10 @@ int Execute(const ServeArgs& a) {
       return kExitCordonFailed;
     }
     k.set(*value);
+  }
+  if (auto failed = ParseBounds(a, o.bounds)) {
+    PrintError(kName, *failed);
+    return kExitCordonFailed;
   }
   for (const auto& name : a.kernel_env) {
     if (name.empty() || name.find_first_of("=\0") != std::string::npos) {
@@ -212,6 +287,57 @@ Command AddServeCommand(CLI::App& app) {
       "Bytes queued for one WebSocket client; a client that stops reading is disconnected "
       "(logged ws_slow_reader) and its kernel goes on (default 16M)")
       ->type_name("BYTES");
+  opt("--header-timeout", a.header_timeout,
+      "A request's header must arrive within this, from the accept (or, on a keep-alive "
+      "connection, from its first byte); past it 408 and the connection closes (default 10)")
+      ->type_name("SEC");
+  opt("--body-timeout", a.body_timeout,
+      "A request's body must arrive within this after its header; past it 408 and the "
+      "connection closes (default 30)")
+      ->type_name("SEC");
+  opt("--idle-timeout", a.http_idle_timeout,
+      "A keep-alive connection idle between requests is closed after this (default 60)")
+      ->type_name("SEC");
+  opt("--max-connections", a.max_connections,
+      "Open connections at once, WebSockets included; past it a new connection gets 503, "
+      "and 16 more are kept for GET /v1/health (default 1024)")
+      ->type_name("N");
+  opt("--ws-ping-interval", a.ws_ping_interval,
+      "A WebSocket client silent for this long is pinged (default 30)")
+      ->type_name("SEC");
+  opt("--ws-idle-timeout", a.ws_idle_timeout,
+      "A WebSocket client that sent nothing, not even a pong, for this long is disconnected "
+      "(default 120)")
+      ->type_name("SEC");
+  opt("--default-memory", a.default_memory,
+      "Memory of every run and session whose request sets no limits.memory_bytes (default 1G)")
+      ->type_name("BYTES");
+  opt("--default-pids", a.default_pids,
+      "Processes and threads of every run and session whose request sets no limits.pids "
+      "(default 512)")
+      ->type_name("N");
+  opt("--default-cpu", a.default_cpu,
+      "CPUs of time for every run and session whose request sets no limits.cpu (default 1)")
+      ->type_name("CPUS");
+  opt("--default-disk", a.default_disk,
+      "Bytes of the workspace of every run and session whose request sets no limits.disk_bytes "
+      "(default 10G)")
+      ->type_name("BYTES");
+  opt("--default-inodes", a.default_inodes,
+      "Files and directories of that workspace, unless limits.disk_inodes (default 1048576)")
+      ->type_name("N");
+  opt("--max-memory", a.max_memory,
+      "The most limits.memory_bytes a request may ask for; above it: 422 (default: no ceiling)")
+      ->type_name("BYTES");
+  opt("--max-pids", a.max_pids, "The most limits.pids a request may ask for (default: none)")
+      ->type_name("N");
+  opt("--max-cpu", a.max_cpu, "The most limits.cpu a request may ask for (default: none)")
+      ->type_name("CPUS");
+  opt("--max-disk", a.max_disk, "The most limits.disk_bytes a request may ask for (default: none)")
+      ->type_name("BYTES");
+  opt("--max-inodes", a.max_inodes,
+      "The most limits.disk_inodes a request may ask for (default: none)")
+      ->type_name("N");
   opt("--max-sessions", a.max_sessions, "Live sessions at once (default 64)")->type_name("N");
   opt("--max-runs", a.max_runs, "Runs in progress at once (default 32)")->type_name("N");
   opt("--session-idle-ttl", a.idle_ttl, "Idle sessions are closed after this (default 20m)")

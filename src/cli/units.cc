@@ -4,6 +4,8 @@
 #include <charconv>
 #include <limits>
 
+#include "contain/spec.h"
+
 namespace cordon::cli {
 namespace {
 
@@ -27,6 +29,25 @@ std::expected<int64_t, std::string> ParseCount(std::string_view text) {
   if (ec == std::errc::result_out_of_range) return std::unexpected(Quote(text) + " is too large");
   if (ec != std::errc() || ptr != text.data() + text.size()) {
     return std::unexpected("expected a whole number, got " + Quote(text));
+  }
+  return value;
+}
+
+std::expected<double, std::string> ParseCpus(std::string_view text) {
+  const std::string expected = "expected a number of CPUs such as 1, 2 or 0.5, got " + Quote(text);
+  // Digits and at most one '.', nothing else: no sign, exponent, "inf" or "nan".
+  if (text.empty() || text.find_first_not_of("0123456789.") != std::string_view::npos ||
+      text.find('.') != text.rfind('.') || text == ".") {
+    return std::unexpected(expected);
+  }
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::unexpected(expected);
+  if (!(value > 0)) return std::unexpected("must be above 0, got " + Quote(text));
+  if (value > contain::kMaxCpus) {
+    return std::unexpected("must be at most " +
+                           std::to_string(static_cast<int>(contain::kMaxCpus)) + ", got " +
+                           Quote(text));
   }
   return value;
 }

@@ -20,4 +20,8 @@ std::expected<int64_t, std::string> ParseSize(std::string_view text);
 // A plain non-negative decimal integer.
 std::expected<int64_t, std::string> ParseCount(std::string_view text);
 
+// A number of CPUs, whole or decimal ("2", "0.5"), above 0 and at most
+// contain::kMaxCpus.
+std::expected<double, std::string> ParseCpus(std::string_view text);
+
 }  // namespace cordon::cli

@@ -41,5 +41,14 @@ TEST(UnitsTest, Counts) {
   for (const char* bad : {"", "-3", "1.5", "ten", "5K"}) EXPECT_FALSE(ParseCount(bad)) << bad;
 }
 
+TEST(UnitsTest, Cpus) {
+  EXPECT_EQ(ParseCpus("2").value(), 2.0);
+  EXPECT_EQ(ParseCpus("0.5").value(), 0.5);
+  EXPECT_EQ(ParseCpus(".25").value(), 0.25);
+  for (const char* bad : {"", "0", "0.0", "-1", "1e3", "inf", "nan", "1.2.3", ".", "5000", "2 "}) {
+    EXPECT_FALSE(ParseCpus(bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace cordon::cli

@@ -22,6 +22,10 @@ std::string_view CapabilityName(Capability c) {
       return "file_size";
     case Capability::kOpenFiles:
       return "open_files";
+    case Capability::kCpu:
+      return "cpu";
+    case Capability::kDisk:
+      return "disk";
     case Capability::kFilesystem:
       return "filesystem";
     case Capability::kNetwork:

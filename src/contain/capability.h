@@ -17,6 +17,8 @@ enum class Capability {
   kCpuTime,        // RLIMIT_CPU
   kFileSize,       // RLIMIT_FSIZE
   kOpenFiles,      // RLIMIT_NOFILE
+  kCpu,            // at most N CPUs of time (a cgroup quota)
+  kDisk,           // bytes and inodes of the workspace
   kFilesystem,     // only declared paths are visible/writable
   kNetwork,        // no network except a private loopback
   kProcessView,    // host processes are invisible and unsignallable
@@ -25,11 +27,12 @@ enum class Capability {
 };
 
 inline constexpr std::array kAllCapabilities = {
-    Capability::kProcessTree,   Capability::kWallClock,  Capability::kOutputCap,
-    Capability::kProcessCount,  Capability::kMemory,     Capability::kAddressSpace,
-    Capability::kCpuTime,       Capability::kFileSize,   Capability::kOpenFiles,
-    Capability::kFilesystem,    Capability::kNetwork,    Capability::kProcessView,
-    Capability::kSyscallFilter, Capability::kPrivileges,
+    Capability::kProcessTree,  Capability::kWallClock,   Capability::kOutputCap,
+    Capability::kProcessCount, Capability::kMemory,      Capability::kAddressSpace,
+    Capability::kCpuTime,      Capability::kFileSize,    Capability::kOpenFiles,
+    Capability::kCpu,          Capability::kDisk,        Capability::kFilesystem,
+    Capability::kNetwork,      Capability::kProcessView, Capability::kSyscallFilter,
+    Capability::kPrivileges,
 };
 
 // The capabilities that isolation (namespaces, seccomp, Landlock) provides.

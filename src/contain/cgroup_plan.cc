@@ -7,7 +7,12 @@
 namespace cordon::contain {
 namespace {
 
-const std::set<std::string> kLimitControllers = {"memory", "pids"};
+const std::set<std::string> kLimitControllers = {"cpu", "memory", "pids"};
+// The controllers worth moving cordon's groups to the top of a pure v2 tree
+// for. cpu is not: it is often not delegated where memory and pids are, and
+// leaving the supervisor's own group (whose limits then no longer apply) for
+// a CPU quota alone would trade a host bound for a tenant one.
+const std::set<std::string> kTopControllers = {"memory", "pids"};
 
 std::set<std::string> Words(const std::string& text) {
   std::set<std::string> words;
@@ -67,16 +72,19 @@ std::string Join(const std::set<std::string>& items, std::string_view prefix) {
   return out;
 }
 
-// Asks `dir` to hand `controllers` to its children. Fails quietly: the
-// caller re-reads what its children actually got.
+// Asks `dir` to hand `controllers` to its children, one write each: the
+// kernel applies a write of several all or nothing, and one that cannot be
+// enabled (cpu, while a realtime process sits in a child group) must not
+// cost the others. Fails quietly: the caller re-reads what its children
+// actually got.
 void Planner::Enable(const std::string& dir, const std::set<std::string>& controllers) const {
-  if (controllers.empty()) return;
-  (void)host_.Write(dir + "/cgroup.subtree_control", Join(controllers, "+"));
+  for (const auto& c : controllers) (void)host_.Write(dir + "/cgroup.subtree_control", "+" + c);
 }
 
-std::set<std::string> Missing(const std::set<std::string>& have) {
+std::set<std::string> Missing(const std::set<std::string>& have,
+                              const std::set<std::string>& of = kLimitControllers) {
   std::set<std::string> missing;
-  for (const auto& c : kLimitControllers) {
+  for (const auto& c : of) {
     if (!have.contains(c)) missing.insert(c);
   }
   return missing;
@@ -140,8 +148,8 @@ void Planner::PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan&
   for (const auto& c : kLimitControllers) tree_has_limits |= in_tree.contains(c);
   if (!tree_has_limits) {
     plan.notes.push_back("cgroup v2 groups go under " + parent +
-                         " (the v2 tree has no memory or pids controller: kill and membership "
-                         "only)");
+                         " (the v2 tree has no cpu, memory or pids controller: kill and "
+                         "membership only)");
     return;
   }
   plan.v2_controllers = PrepareControllers(h.mount_point, parent);
@@ -149,14 +157,14 @@ void Planner::PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan&
   // A pure v2 host where our own group holds processes (a CLI run from a
   // shell) cannot hand controllers down from it. Root may use a group at the
   // top of the tree instead; the probe says so.
-  std::set<std::string> missing = Missing(plan.v2_controllers);
+  std::set<std::string> missing = Missing(plan.v2_controllers, kTopControllers);
   bool tree_has_missing = false;
   for (const auto& c : missing) tree_has_missing |= in_tree.contains(c);
   std::string top = h.mount_point + "/cordon";
   if (tree_has_missing && !options.cgroup_root && parent != top && host_.Root()) {
     if (host_.MakeDirs(top)) {
       std::set<std::string> top_controllers = PrepareControllers(h.mount_point, top);
-      if (top_controllers.size() > plan.v2_controllers.size()) {
+      if (Missing(top_controllers, kTopControllers).size() < missing.size()) {
         plan.notes.push_back("the supervisor's own group " + h.own_dir +
                              " holds processes, so it cannot hand controllers to child groups "
                              "(cgroup v2 'no internal processes' rule); using " +
@@ -216,6 +224,11 @@ CgroupPlan PlanCgroups(const CgroupLayout& layout, const PlanOptions& options,
   }
   if (!plan.v2_controllers.contains("pids")) {
     planner.PlanV1(layout, "pids", options, plan.v1_pids_parent, plan.v1_pids_problem, plan);
+  }
+  // On a hybrid host cpu is often comounted with cpuacct: the layout keys
+  // each hierarchy by every controller it holds, so "cpu" finds it.
+  if (!plan.v2_controllers.contains("cpu")) {
+    planner.PlanV1(layout, "cpu", options, plan.v1_cpu_parent, plan.v1_cpu_problem, plan);
   }
   return plan;
 }

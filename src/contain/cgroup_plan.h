@@ -19,7 +19,8 @@ struct CgroupPlan {
   // v2 cannot be used; `v2_problem` says why.
   std::string v2_parent;
   std::string v2_problem;
-  // Limit controllers ("memory", "pids") that v2 groups under v2_parent get.
+  // Limit controllers ("cpu", "memory", "pids") that v2 groups under
+  // v2_parent get.
   std::set<std::string> v2_controllers;
 
   // cgroup v1 parents for the limits v2 cannot provide (hybrid and v1 hosts).
@@ -27,6 +28,8 @@ struct CgroupPlan {
   std::string v1_memory_problem;
   std::string v1_pids_parent;
   std::string v1_pids_problem;
+  std::string v1_cpu_parent;  // the hierarchy holding "cpu" (often comounted as cpu,cpuacct)
+  std::string v1_cpu_problem;
 
   // How the places were chosen, for `cordon probe`.
   std::vector<std::string> notes;

@@ -9,6 +9,8 @@
 
 #include <map>
 
+#include "contain/probe.h"
+
 namespace cordon::contain {
 namespace {
 
@@ -27,6 +29,9 @@ class V2Model final : public CgroupHost {
     groups_[dir] = Group{std::move(subtree), procs};
   }
   const Group& At(const std::string& dir) const { return groups_.at(dir); }
+  // Enabling `controller` fails with EINVAL, as cpu does on a kernel with
+  // RT group scheduling while a realtime process sits in a child group.
+  void Refuse(const std::string& controller) { refused_.insert(controller); }
 
   sys::Result<std::string> Read(const std::string& path) const override {
     auto [dir, file] = Split(path);
@@ -49,6 +54,7 @@ class V2Model final : public CgroupHost {
       if (word.empty() || word[0] != '+' || !available.contains(word.substr(1))) {
         return sys::Fail(path, ENOENT);
       }
+      if (refused_.contains(word.substr(1))) return sys::Fail(path, EINVAL);
       add.insert(word.substr(1));
     }
     it->second.subtree.insert(add.begin(), add.end());
@@ -108,8 +114,81 @@ class V2Model final : public CgroupHost {
 
   bool root_;
   std::string delegated_;
+  std::set<std::string> refused_;
   mutable std::map<std::string, Group> groups_;
 };
+
+// A hybrid host (this project's machines): v1 controllers, cpu comounted
+// with cpuacct, and a v2 tree without controllers. Everything is writable
+// (root).
+class HybridModel final : public CgroupHost {
+ public:
+  sys::Result<std::string> Read(const std::string& path) const override {
+    if (path.ends_with("/cgroup.controllers") || path.ends_with("/cgroup.subtree_control") ||
+        path.ends_with("/cgroup.procs")) {
+      return std::string();
+    }
+    return sys::Fail("no " + path, ENOENT);
+  }
+  sys::Result<void> Write(const std::string& path, std::string_view) const override {
+    return sys::Fail(path, ENOENT);
+  }
+  sys::Result<void> MakeDirs(const std::string& path) const override {
+    made_.insert(path);
+    return {};
+  }
+  bool Exists(const std::string&) const override { return true; }
+  bool Writable(const std::string&) const override { return true; }
+  bool Root() const override { return true; }
+  const std::set<std::string>& made() const { return made_; }
+
+ private:
+  mutable std::set<std::string> made_;
+};
+
+TEST(HybridPlanTest, TheCpuQuotaComesFromACpuCpuacctHierarchy) {
+  const char* mountinfo =
+      "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+      "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+      "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+  const char* self = "8:pids:/\n4:memory:/job\n2:cpu,cpuacct:/\n0::/\n";
+  HybridModel host;
+  CgroupPlan plan = PlanCgroups(ParseCgroupLayout(mountinfo, self), {}, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/unified/cordon");
+  EXPECT_TRUE(plan.v2_controllers.empty());
+  EXPECT_EQ(plan.v1_cpu_parent, "/sys/fs/cgroup/cpu,cpuacct/cordon");
+  EXPECT_TRUE(plan.v1_cpu_problem.empty()) << plan.v1_cpu_problem;
+  EXPECT_EQ(plan.v1_memory_parent, "/sys/fs/cgroup/memory/job/cordon");
+  EXPECT_EQ(plan.v1_pids_parent, "/sys/fs/cgroup/pids/cordon");
+  EXPECT_TRUE(host.made().contains("/sys/fs/cgroup/cpu,cpuacct/cordon"));
+  Probe p;
+  p.capabilities = ResolveCapabilities(plan, false);
+  EXPECT_TRUE(p.Status(Capability::kCpu).enforceable);
+  EXPECT_EQ(p.Status(Capability::kCpu).mechanism, "cgroup1 cpu");
+}
+
+TEST(HybridPlanTest, WithoutAV1CpuHierarchyTheOtherLimitsStillPlan) {
+  const char* mountinfo =
+      "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+  const char* self = "8:pids:/\n4:memory:/\n0::/\n";
+  HybridModel host;
+  CgroupPlan plan = PlanCgroups(ParseCgroupLayout(mountinfo, self), {}, host);
+  EXPECT_TRUE(plan.v1_cpu_parent.empty());
+  EXPECT_EQ(plan.v1_cpu_problem, "no cgroup v1 cpu hierarchy is mounted");
+  EXPECT_EQ(plan.v1_memory_parent, "/sys/fs/cgroup/memory/cordon");
+  EXPECT_EQ(plan.v1_pids_parent, "/sys/fs/cgroup/pids/cordon");
+  Probe p;
+  p.capabilities = ResolveCapabilities(plan, false);
+  const CapabilityStatus& cpu = p.Status(Capability::kCpu);
+  EXPECT_FALSE(cpu.enforceable);
+  EXPECT_NE(cpu.reason.find("no cgroup v1 cpu hierarchy"), std::string::npos) << cpu.reason;
+  EXPECT_FALSE(cpu.fix.empty());
+  EXPECT_TRUE(p.Status(Capability::kMemory).enforceable);
+}
 
 CgroupLayout PureV2(const std::string& own_path) {
   CgroupLayout l;
@@ -127,11 +206,12 @@ TEST(PureV2PlanTest, RootInAShellsGroupUsesAGroupAtTheTop) {
   host.AddGroup("/sys/fs/cgroup/user.slice/session-1.scope", /*procs=*/1);
   CgroupPlan plan = PlanCgroups(PureV2("/user.slice/session-1.scope"), {}, host);
   EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/cordon");
-  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"memory", "pids"}));
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"cpu", "memory", "pids"}));
   ASSERT_FALSE(plan.notes.empty());
   EXPECT_NE(plan.notes[0].find("no internal processes"), std::string::npos);
   // The controllers really are handed to the grant groups below it.
-  EXPECT_EQ(host.At("/sys/fs/cgroup/cordon").subtree, (std::set<std::string>{"memory", "pids"}));
+  EXPECT_EQ(host.At("/sys/fs/cgroup/cordon").subtree,
+            (std::set<std::string>{"cpu", "memory", "pids"}));
   // Nothing was enabled in the shell's own group (it holds a process).
   EXPECT_TRUE(host.At("/sys/fs/cgroup/user.slice/session-1.scope").subtree.empty());
 }
@@ -140,8 +220,36 @@ TEST(PureV2PlanTest, AtTheRootGroupTheControllersComeDirectly) {
   V2Model host(true);
   CgroupPlan plan = PlanCgroups(PureV2("/"), {}, host);
   EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/cordon");
-  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"memory", "pids"}));
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"cpu", "memory", "pids"}));
   EXPECT_TRUE(plan.v1_memory_parent.empty());  // no v1 needed
+  EXPECT_TRUE(plan.v1_cpu_parent.empty());
+  EXPECT_TRUE(plan.v1_cpu_problem.empty());
+  Probe p;
+  p.capabilities = ResolveCapabilities(plan, false);
+  EXPECT_EQ(p.Status(Capability::kCpu).mechanism, "cgroup2 cpu");
+}
+
+TEST(PureV2PlanTest, ACpuControllerThatCannotBeEnabledCostsNothingElse) {
+  V2Model host(true);
+  host.Refuse("cpu");
+  CgroupPlan plan = PlanCgroups(PureV2("/"), {}, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/cordon");
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"memory", "pids"}));
+  // No v1 cpu hierarchy on a pure v2 host: cpu is left to the probe to report.
+  EXPECT_NE(plan.v1_cpu_problem.find("no cgroup v1 cpu"), std::string::npos) << plan.v1_cpu_problem;
+}
+
+TEST(PureV2PlanTest, ACpuControllerNotDelegatedDoesNotMoveTheGroupsToTheTop) {
+  // memory and pids reach the supervisor's group, cpu does not (as systemd
+  // often delegates): the groups stay beneath it, where the host's limits
+  // apply, and go without a CPU quota.
+  V2Model host(true);
+  host.AddGroup("/sys/fs/cgroup/system.slice", 0, {"memory", "pids"});
+  host.AddGroup("/sys/fs/cgroup/system.slice/cordon.service", 0);
+  CgroupPlan plan = PlanCgroups(PureV2("/system.slice/cordon.service"), {}, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/system.slice/cordon.service/cordon");
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"memory", "pids"}));
+  EXPECT_FALSE(plan.v1_cpu_problem.empty());
 }
 
 TEST(PureV2PlanTest, AnEmptyDelegatedGroupHandsItsControllersDown) {

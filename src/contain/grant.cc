@@ -19,13 +19,26 @@ struct Resolution {
   std::vector<bool> missing_is_explicit;
 };
 
+// `disk` of this grant: the caller's word, else the workspace as it is now.
+CapabilityStatus DiskFor(const Spec& spec, const Probe& probe, const CapabilityStatus* disk) {
+  if (disk) return *disk;
+  // A sandbox without a user namespace keeps a root supervisor's
+  // CAP_SYS_RESOURCE, which ext4 lets past a project quota.
+  bool privileged =
+      probe.euid == 0 && !(spec.isolation.enabled() && probe.isolation.namespaces.available);
+  return WorkspaceDiskStatus(probe.disk, spec.workspace ? spec.workspace->string() : "",
+                             DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes},
+                             privileged);
+}
+
 // `broken`: capabilities whose mechanism failed when the grant was set up.
 Resolution Resolve(const Spec& spec, const Probe& probe,
-                   const std::map<Capability, std::string>& broken) {
+                   const std::map<Capability, std::string>& broken, const CapabilityStatus* disk) {
   Resolution r;
   std::set<Capability> explicit_caps = Explicit(spec);
   for (Capability c : Wanted(spec)) {
-    CapabilityStatus s = probe.StatusFor(c, spec.isolation.enabled());
+    CapabilityStatus s = c == Capability::kDisk ? DiskFor(spec, probe, disk)
+                                                : probe.StatusFor(c, spec.isolation.enabled());
     if (auto b = broken.find(c); b != broken.end()) {
       s = CapabilityStatus{c, false, c == Capability::kProcessTree ? "process_group" : "",
                            b->second, s.fix};
@@ -99,6 +112,24 @@ const std::string& Grant::Mechanism(Capability c) const {
 
 std::string NewGrantId() { return sys::RandomUuid(); }
 
+json LimitsJson(const Limits& l) {
+  json limits = {{"grace_ms", l.grace_ms}, {"output_limit_bytes", l.output_limit_bytes}};
+  auto put = [&](const char* name, const std::optional<int64_t>& v) {
+    if (v) limits[name] = *v;
+  };
+  put("timeout_ms", l.timeout_ms);
+  put("memory_bytes", l.memory_bytes);
+  put("pids", l.pids);
+  put("cpu_seconds", l.cpu_seconds);
+  put("file_size_bytes", l.file_size_bytes);
+  put("open_files", l.open_files);
+  put("address_space_bytes", l.address_space_bytes);
+  put("disk_bytes", l.disk_bytes);
+  put("disk_inodes", l.disk_inodes);
+  if (l.cpu) limits["cpu"] = *l.cpu;
+  return limits;
+}
+
 json SpecSummary(const Spec& spec) {
   json s;
   if (spec.shell) {
@@ -111,19 +142,10 @@ json SpecSummary(const Spec& spec) {
   for (const auto& [name, value] : spec.env) names.push_back(name);
   s["env_names"] = names;
   s["stdin_bytes"] = spec.stdin_bytes ? json(spec.stdin_bytes->size()) : json();
-  const Limits& l = spec.limits;
-  json limits = {{"grace_ms", l.grace_ms}, {"output_limit_bytes", l.output_limit_bytes}};
-  auto put = [&](const char* name, const std::optional<int64_t>& v) {
-    if (v) limits[name] = *v;
-  };
-  put("timeout_ms", l.timeout_ms);
-  put("memory_bytes", l.memory_bytes);
-  put("pids", l.pids);
-  put("cpu_seconds", l.cpu_seconds);
-  put("file_size_bytes", l.file_size_bytes);
-  put("open_files", l.open_files);
-  put("address_space_bytes", l.address_space_bytes);
-  s["limits"] = limits;
+  s["limits"] = LimitsJson(spec.limits);
+  json defaulted = json::array();
+  for (Capability c : spec.defaulted) defaulted.push_back(CapabilityName(c));
+  s["defaulted"] = defaulted;  // limits that are the daemon's defaults, not asked for
   json required = json::array();
   for (Capability c : spec.required) required.push_back(CapabilityName(c));
   s["required"] = required;
@@ -140,8 +162,8 @@ json SpecSummary(const Spec& spec) {
   return s;
 }
 
-std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
-                                         store::Store& store) {
+std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, store::Store& store,
+                                         const CapabilityStatus* disk) {
   if (auto invalid = Validate(spec)) {
     return std::unexpected(
         AdmitError{AdmitError::Kind::kInvalid, invalid->field, invalid->message(), {}});
@@ -155,7 +177,7 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
   std::map<Capability, std::string> broken;
   Resolution r;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    r = Resolve(spec, probe, broken);
+    r = Resolve(spec, probe, broken, disk);
     if (!r.missing.empty()) return std::unexpected(Refusal(r));
     auto mech = [&](Capability c) {
       auto it = r.mechanisms.find(c);
@@ -167,7 +189,8 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
     limits.tree = CgroupBacked(mech(Capability::kProcessTree));
     if (CgroupBacked(mech(Capability::kMemory))) limits.memory_bytes = spec.limits.memory_bytes;
     if (CgroupBacked(mech(Capability::kProcessCount))) limits.pids = spec.limits.pids;
-    if (!limits.tree && !limits.memory_bytes && !limits.pids) break;
+    if (CgroupBacked(mech(Capability::kCpu))) limits.cpu = spec.limits.cpu;
+    if (!limits.tree && !limits.memory_bytes && !limits.pids && !limits.cpu) break;
     auto cgroups = GrantCgroups::Create(probe.cgroups, grant.id, limits);
     if (cgroups) {
       grant.cgroups = std::move(*cgroups);
@@ -216,6 +239,7 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe,
     if (!paths.v2.empty()) record.cgroups["v2"] = paths.v2;
     if (!paths.memory.empty()) record.cgroups["memory"] = paths.memory;
     if (!paths.pids.empty()) record.cgroups["pids"] = paths.pids;
+    if (!paths.cpu.empty()) record.cgroups["cpu"] = paths.cpu;
   }
   auto self = proc::ReadIdentity(::getpid());
   if (!self) {

@@ -62,12 +62,20 @@ struct AdmitError {
 // Validates `spec`, resolves each wanted capability, refuses when one that is
 // required (or asked for by an explicit limit, unless permissive) cannot be
 // enforced, creates the grant's cgroups and records the grant as `active`.
-std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, store::Store& store);
+// `disk`, when given, is the status of `disk` for this grant (a caller whose
+// bounding of the workspace failed passes why); otherwise the workspace's
+// bound is observed (contain/disk.h WorkspaceDiskStatus).
+std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, store::Store& store,
+                                         const CapabilityStatus* disk = nullptr);
 
 // A random UUID (version 4).
 std::string NewGrantId();
 
 // The summary of a spec kept in the store: no env values, no stdin bytes.
 nlohmann::json SpecSummary(const Spec& spec);
+
+// {"timeout_ms", "memory_bytes", "pids", "cpu", "disk_bytes", ...}: the limits
+// that are set (the effective ones, once the daemon's defaults were applied).
+nlohmann::json LimitsJson(const Limits& limits);
 
 }  // namespace cordon::contain

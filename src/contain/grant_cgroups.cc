@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace cordon::contain {
 namespace {
 
@@ -17,14 +20,20 @@ struct RemoveOnFailure {
 
 }  // namespace
 
+int64_t CpuQuotaUs(double cpus) {
+  // The kernel refuses a quota under 1 ms (EINVAL).
+  return std::max<int64_t>(1000, std::llround(cpus * static_cast<double>(kCpuPeriodUs)));
+}
+
 sys::Result<GrantCgroups> GrantCgroups::Create(const CgroupPlan& plan, const std::string& name,
                                                const CgroupLimits& limits) {
   GrantCgroups g;
   RemoveOnFailure guard;
   bool memory_v2 = limits.memory_bytes && plan.v2_controllers.contains("memory");
   bool pids_v2 = limits.pids && plan.v2_controllers.contains("pids");
+  bool cpu_v2 = limits.cpu && plan.v2_controllers.contains("cpu");
 
-  if (limits.tree || memory_v2 || pids_v2) {
+  if (limits.tree || memory_v2 || pids_v2 || cpu_v2) {
     if (plan.v2_parent.empty()) return sys::Fail("no cgroup v2 parent: " + plan.v2_problem, ENOENT);
     CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v2_parent, name));
     g.v2_ = std::move(dir);
@@ -60,13 +69,31 @@ sys::Result<GrantCgroups> GrantCgroups::Create(const CgroupPlan& plan, const std
     guard.dirs.push_back(&*g.pids_);
     CORDON_RETURN_IF_ERROR(g.pids_->Write("pids.max", std::to_string(*limits.pids)));
   }
+  if (limits.cpu) {
+    std::string quota = std::to_string(CpuQuotaUs(*limits.cpu));
+    std::string period = std::to_string(kCpuPeriodUs);
+    if (cpu_v2) {
+      CORDON_RETURN_IF_ERROR(g.v2_->Write("cpu.max", quota + " " + period));
+    } else {
+      if (plan.v1_cpu_parent.empty()) {
+        return sys::Fail("no cpu cgroup: " + plan.v1_cpu_problem, ENOENT);
+      }
+      CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v1_cpu_parent, name));
+      g.cpu_ = std::move(dir);
+      guard.dirs.push_back(&*g.cpu_);
+      // The period first: the quota is checked against it (and, on v1,
+      // against the parent's quota).
+      CORDON_RETURN_IF_ERROR(g.cpu_->Write("cpu.cfs_period_us", period));
+      CORDON_RETURN_IF_ERROR(g.cpu_->Write("cpu.cfs_quota_us", quota));
+    }
+  }
   CORDON_RETURN_IF_ERROR(g.OpenJoinFds());
   guard.armed = false;
   return g;
 }
 
 sys::Result<void> GrantCgroups::OpenJoinFds() {
-  for (const auto* dir : {&memory_, &pids_}) {
+  for (const auto* dir : {&memory_, &pids_, &cpu_}) {
     if (!*dir) continue;
     CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::OpenAt((*dir)->fd(), "cgroup.procs", O_WRONLY));
     join_fds_.push_back(std::move(fd));
@@ -85,13 +112,14 @@ GrantCgroups GrantCgroups::Reopen(const CgroupPaths& paths) {
   g.v2_ = open(paths.v2);
   g.memory_ = open(paths.memory);
   g.pids_ = open(paths.pids);
+  g.cpu_ = open(paths.cpu);
   g.memory_in_v2_ = g.v2_ && g.v2_->Has("memory.events");
   return g;
 }
 
 CgroupPaths GrantCgroups::paths() const {
   return CgroupPaths{v2_ ? v2_->path() : "", memory_ ? memory_->path() : "",
-                     pids_ ? pids_->path() : ""};
+                     pids_ ? pids_->path() : "", cpu_ ? cpu_->path() : ""};
 }
 
 sys::Result<std::optional<uint64_t>> GrantCgroups::OomKills() const {
@@ -111,7 +139,7 @@ std::optional<CpuUsage> GrantCgroups::Cpu() const {
 sys::Result<void> GrantCgroups::Remove() {
   join_fds_.clear();
   std::optional<sys::Error> first;
-  for (auto* dir : {&v2_, &memory_, &pids_}) {
+  for (auto* dir : {&v2_, &memory_, &pids_, &cpu_}) {
     if (!*dir) continue;
     if (auto removed = (*dir)->Remove(); !removed && !first) first = removed.error();
   }
@@ -119,6 +147,7 @@ sys::Result<void> GrantCgroups::Remove() {
   v2_.reset();
   memory_.reset();
   pids_.reset();
+  cpu_.reset();
   return {};
 }
 

@@ -1,6 +1,6 @@
 // The cgroups of one grant: a v2 group that holds the whole tree (and, on a
-// pure v2 host, its limits), and v1 memory/pids groups where the limits have
-// to come from cgroup v1 (hybrid hosts).
+// pure v2 host, its limits), and v1 memory/pids/cpu groups where the limits
+// have to come from cgroup v1 (hybrid hosts).
 #pragma once
 
 #include <cstdint>
@@ -17,14 +17,21 @@ struct CgroupLimits {
   bool tree = false;  // a v2 group for membership and cgroup.kill
   std::optional<int64_t> memory_bytes;
   std::optional<int64_t> pids;
+  std::optional<double> cpu;  // CPUs: a CFS quota per 100 ms period
 };
+
+// The CFS period cordon uses (the kernel's default), and the quota for
+// `cpus` CPUs in it: round(cpus * period), at least the kernel's 1 ms.
+inline constexpr int64_t kCpuPeriodUs = 100000;
+int64_t CpuQuotaUs(double cpus);
 
 // Where each of a grant's groups is, as recorded in the store.
 struct CgroupPaths {
   std::string v2;
   std::string memory;  // v1
   std::string pids;    // v1
-  bool empty() const { return v2.empty() && memory.empty() && pids.empty(); }
+  std::string cpu;     // v1
+  bool empty() const { return v2.empty() && memory.empty() && pids.empty() && cpu.empty(); }
 };
 
 struct CpuUsage {
@@ -47,8 +54,10 @@ class GrantCgroups final {
 
   CgroupPaths paths() const;
   const CgroupDir* v2() const { return v2_ ? &*v2_ : nullptr; }
-  // A v1 group that holds the whole tree (memory or pids), if any.
-  const CgroupDir* v1() const { return memory_ ? &*memory_ : pids_ ? &*pids_ : nullptr; }
+  // A v1 group that holds the whole tree (memory, pids or cpu), if any.
+  const CgroupDir* v1() const {
+    return memory_ ? &*memory_ : pids_ ? &*pids_ : cpu_ ? &*cpu_ : nullptr;
+  }
 
   // For clone3(CLONE_INTO_CGROUP): the v2 group's directory fd, or -1.
   int clone_into_fd() const { return v2_ ? v2_->fd() : -1; }
@@ -72,6 +81,7 @@ class GrantCgroups final {
   std::optional<CgroupDir> v2_;
   std::optional<CgroupDir> memory_;
   std::optional<CgroupDir> pids_;
+  std::optional<CgroupDir> cpu_;
   bool memory_in_v2_ = false;
   std::vector<sys::UniqueFd> join_fds_;
 };

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "contain/bounds.h"
 #include "support.h"
 
 namespace cordon::contain {
@@ -45,6 +46,20 @@ TEST_F(GrantTest, AnExplicitLimitThatCannotBeEnforcedIsRefused) {
   EXPECT_NE(grant.error().message.find("memory"), std::string::npos);
   EXPECT_NE(grant.error().message.find("--permissive"), std::string::npos);
   EXPECT_EQ(Recorded(), 0u);  // refused before anything was recorded or spawned
+}
+
+TEST_F(GrantTest, ADaemonDefaultThatCannotBeEnforcedIsDegradedNotRefused) {
+  ASSERT_FALSE(ApplyBounds(Bounds{}, spec_));  // memory, pids, cpu, disk: all defaults
+  auto grant = Acquire(spec_, NoCgroupProbe(), *store_);
+  ASSERT_TRUE(grant) << grant.error().message;
+  std::set<Capability> degraded;
+  for (const auto& d : grant->degraded) {
+    EXPECT_FALSE(d.reason.empty()) << CapabilityName(d.capability);
+    degraded.insert(d.capability);
+  }
+  for (Capability c : {Capability::kMemory, Capability::kProcessCount, Capability::kCpu}) {
+    EXPECT_TRUE(degraded.contains(c)) << CapabilityName(c);
+  }
 }
 
 TEST_F(GrantTest, PermissiveRunsDegradedAndSaysWhy) {

@@ -217,6 +217,18 @@ std::optional<PolicyError> ApplyPolicy(std::string_view text, Spec& spec) {
       {"file_size_bytes", Limit(l.file_size_bytes)},
       {"open_files", Limit(l.open_files)},
       {"address_space_bytes", Limit(l.address_space_bytes)},
+      {"cpu",
+       [&](const toml::node& n, const std::string& key) -> std::optional<PolicyError> {
+         // CPUs: 0.5 is a float in TOML, 2 an integer; both are meant.
+         if (auto v = n.value_exact<double>()) {
+           l.cpu = *v;
+         } else if (auto i = n.value_exact<int64_t>()) {
+           l.cpu = static_cast<double>(*i);
+         } else {
+           return Bad(key, "must be a number of CPUs (0.5, 2)");
+         }
+         return std::nullopt;
+       }},
   };
   for (const auto& [key, value] : root) {
     auto setter = setters.find(key.str());

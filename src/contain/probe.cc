@@ -118,7 +118,8 @@ bool NprocLimitEffective() {
 }
 
 std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective,
-                                                  const IsolationSupport& isolation, bool root) {
+                                                  const IsolationSupport& isolation, bool root,
+                                                  const DiskSupport& disk) {
   std::vector<CapabilityStatus> out;
   for (Capability c : kAllCapabilities) {
     switch (c) {
@@ -156,6 +157,14 @@ std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool n
         out.push_back(std::move(s));
         break;
       }
+      case Capability::kCpu:
+        out.push_back(LimitStatus(c, plan, "cpu", plan.v1_cpu_parent, plan.v1_cpu_problem));
+        break;
+      case Capability::kDisk:
+        // Both kinds of the daemon's workspaces; each grant's own is
+        // observed again at admission (contain/disk.h).
+        out.push_back(DiskProbeStatus(disk));
+        break;
       case Capability::kAddressSpace:
       case Capability::kCpuTime:
       case Capability::kFileSize:
@@ -191,10 +200,12 @@ nlohmann::json ToJson(const Probe& probe) {
       {"v2_controllers", c.v2_controllers},
       {"v1_memory_parent", opt(c.v1_memory_parent)},
       {"v1_pids_parent", opt(c.v1_pids_parent)},
+      {"v1_cpu_parent", opt(c.v1_cpu_parent)},
       {"problems",
        {{"v2", opt(c.v2_problem)},
         {"v1_memory", opt(c.v1_memory_problem)},
-        {"v1_pids", opt(c.v1_pids_problem)}}},
+        {"v1_pids", opt(c.v1_pids_problem)},
+        {"v1_cpu", opt(c.v1_cpu_problem)}}},
       {"notes", c.notes},
   };
   const IsolationSupport& i = probe.isolation;
@@ -206,8 +217,11 @@ nlohmann::json ToJson(const Probe& probe) {
       {"seccomp", i.seccomp},
       {"own_uid_per_sandbox", i.map_ids},
   };
-  return {
-      {"euid", probe.euid}, {"capabilities", caps}, {"cgroups", cgroups}, {"isolation", isolation}};
+  return {{"euid", probe.euid},
+          {"capabilities", caps},
+          {"cgroups", cgroups},
+          {"isolation", isolation},
+          {"disk", ToJson(probe.disk)}};
 }
 
 sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
@@ -220,6 +234,7 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
     probe.cgroups.v2_problem = "cannot read the cgroup layout: " + layout.error().message();
     probe.cgroups.v1_memory_problem = probe.cgroups.v2_problem;
     probe.cgroups.v1_pids_problem = probe.cgroups.v2_problem;
+    probe.cgroups.v1_cpu_problem = probe.cgroups.v2_problem;
   }
   if (options.isolation) {
     probe.isolation.namespaces = ProbeNamespaces();
@@ -229,8 +244,10 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
   } else {
     probe.isolation.namespaces.problem = "not probed (no isolation was asked for)";
   }
+  if (!options.state_dir.empty()) probe.disk = ProbeDisk(options.state_dir);
   bool nproc = NprocLimitEffective();
-  probe.capabilities = ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0);
+  probe.capabilities =
+      ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0, probe.disk);
   for (const auto& s : ResolveCapabilities(probe.cgroups, nproc)) {
     if (s.capability == Capability::kProcessTree) probe.process_tree_unisolated = s;
   }

@@ -13,6 +13,7 @@
 
 #include "contain/capability.h"
 #include "contain/cgroup_plan.h"
+#include "contain/disk.h"
 #include "contain/namespaces.h"
 
 namespace cordon::contain {
@@ -47,6 +48,8 @@ struct Probe {
   // process_tree for a run without isolation (no pid namespace to use);
   // unset: the same as for an isolated run.
   std::optional<CapabilityStatus> process_tree_unisolated;
+  // What can bound the daemon's workspaces (none probed for the CLI).
+  DiskSupport disk;
 
   const CapabilityStatus& Status(Capability c) const;
   const CapabilityStatus& StatusFor(Capability c, bool isolated) const;
@@ -57,6 +60,9 @@ struct ProbeOptions {
   // Observe what isolation can use (a namespace made, ~0.2 ms); a caller
   // that runs without isolation skips it and gets none.
   bool isolation = true;
+  // The daemon's state directory: where its workspaces go, and so where a
+  // disk bound is probed. Empty (the CLI): `disk` is not enforceable.
+  std::string state_dir;
 };
 
 // Observes this host: cgroup hierarchies (preparing cordon's parent groups),
@@ -64,14 +70,15 @@ struct ProbeOptions {
 sys::Result<Probe> ProbeHost(const ProbeOptions& options);
 
 // {"euid", "capabilities": [{capability, enforceable, mechanism, reason, fix}],
-//  "cgroups": {...}, "isolation": {...}}: what `cordon probe --json` and GET /v1/probe show.
+//  "cgroups": {...}, "isolation": {...}, "disk": {...}}: what `cordon probe --json`
+// and GET /v1/probe show.
 nlohmann::json ToJson(const Probe& probe);
 
-// Pure: the capability table that follows from a cgroup plan, privileges
-// and isolation support (none by default).
+// Pure: the capability table that follows from a cgroup plan, privileges,
+// isolation support and disk support (none by default).
 std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective,
                                                   const IsolationSupport& isolation = {},
-                                                  bool root = false);
+                                                  bool root = false, const DiskSupport& disk = {});
 
 // Whether RLIMIT_NPROC binds a child with this process's credentials: it is
 // not enforced for uid 0 nor with CAP_SYS_ADMIN or CAP_SYS_RESOURCE.

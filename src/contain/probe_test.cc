@@ -13,18 +13,24 @@ TEST(ResolveCapabilitiesTest, HybridHostAsRoot) {
   plan.v2_parent = "/sys/fs/cgroup/unified/cordon";
   plan.v1_memory_parent = "/sys/fs/cgroup/memory/cordon";
   plan.v1_pids_parent = "/sys/fs/cgroup/pids/cordon";
+  plan.v1_cpu_parent = "/sys/fs/cgroup/cpu/cordon";
   IsolationSupport iso;
   iso.namespaces.available = iso.namespaces.network = true;
   iso.landlock_abi = 7;
   iso.seccomp = iso.map_ids = true;
+  DiskSupport disk;
+  disk.state_dir = "/var/lib/cordon";
+  disk.tmpfs = disk.loop_images = true;
   Probe p;
-  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/false, iso, /*root=*/true);
+  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/false, iso, /*root=*/true, disk);
   ASSERT_EQ(p.capabilities.size(), kAllCapabilities.size());
   EXPECT_EQ(p.Status(Capability::kFilesystem).mechanism, "mount_namespace+landlock");
   EXPECT_EQ(p.Status(Capability::kProcessView).mechanism, "pid_namespace");
   EXPECT_EQ(p.Status(Capability::kProcessTree).mechanism, "cgroup2");
   EXPECT_EQ(p.Status(Capability::kMemory).mechanism, "cgroup1 memory");
   EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "cgroup1 pids");
+  EXPECT_EQ(p.Status(Capability::kCpu).mechanism, "cgroup1 cpu");
+  EXPECT_EQ(p.Status(Capability::kDisk).mechanism, "tmpfs+loop_image");
   for (const auto& s : p.capabilities) EXPECT_TRUE(s.enforceable) << CapabilityName(s.capability);
 }
 

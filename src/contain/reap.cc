@@ -19,7 +19,7 @@ CgroupPaths PathsOf(const store::GrantRecord& g) {
     return g.cgroups.contains(key) && g.cgroups[key].is_string() ? g.cgroups[key].get<std::string>()
                                                                  : std::string();
   };
-  return CgroupPaths{get("v2"), get("memory"), get("pids")};
+  return CgroupPaths{get("v2"), get("memory"), get("pids"), get("cpu")};
 }
 
 // Whether the grant's main process was the init of a pid namespace.

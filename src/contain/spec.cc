@@ -97,6 +97,12 @@ std::optional<SpecError> ValidateLimits(const Limits& l) {
     return SpecError{"limits.open_files", "must be at most " + std::to_string(kMaxOpenFiles)};
   }
   if (auto e = Positive("limits.address_space_bytes", l.address_space_bytes)) return e;
+  if (l.cpu && !(*l.cpu > 0 && *l.cpu <= kMaxCpus)) {
+    return SpecError{"limits.cpu", "must be a number of CPUs above 0 and at most " +
+                                       std::to_string(static_cast<int>(kMaxCpus))};
+  }
+  if (auto e = Positive("limits.disk_bytes", l.disk_bytes)) return e;
+  if (auto e = Positive("limits.disk_inodes", l.disk_inodes)) return e;
   return std::nullopt;
 }
 
@@ -270,11 +276,15 @@ std::set<Capability> Explicit(const Spec& spec) {
   if (l.open_files) caps.insert(Capability::kOpenFiles);
   if (l.address_space_bytes) caps.insert(Capability::kAddressSpace);
   if (l.timeout_ms) caps.insert(Capability::kWallClock);
+  if (l.cpu) caps.insert(Capability::kCpu);
+  if (l.disk_bytes || l.disk_inodes) caps.insert(Capability::kDisk);
+  for (Capability c : spec.defaulted) caps.erase(c);
   return caps;
 }
 
 std::set<Capability> Wanted(const Spec& spec) {
   std::set<Capability> caps = Explicit(spec);
+  caps.insert(spec.defaulted.begin(), spec.defaulted.end());
   caps.insert(Capability::kProcessTree);
   caps.insert(Capability::kOutputCap);
   if (spec.isolation.enabled()) {

@@ -27,7 +27,13 @@ struct Limits {
   std::optional<int64_t> file_size_bytes;
   std::optional<int64_t> open_files;
   std::optional<int64_t> address_space_bytes;
+  std::optional<double> cpu;           // CPUs of time (0.5: half of one), a cgroup quota
+  std::optional<int64_t> disk_bytes;   // the workspace's bytes
+  std::optional<int64_t> disk_inodes;  // the workspace's files and directories
 };
+
+// The largest `limits.cpu`: more CPUs than any host has.
+inline constexpr double kMaxCpus = 4096;
 
 // How much of the host a run sees (README "Isolation").
 enum class Isolation {
@@ -96,6 +102,10 @@ struct Spec {
   std::set<Capability> required;
   // Run with an unenforceable limit reported degraded, instead of refusing.
   bool permissive = false;
+  // The capabilities whose limit is the daemon's default, not the caller's
+  // (contain/bounds.h): where the host cannot enforce one it is degraded,
+  // never refused.
+  std::set<Capability> defaulted;
   std::string owner;
 
   // The argv that is executed: `argv`, or {"/bin/sh", "-c", shell}.

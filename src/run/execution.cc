@@ -66,8 +66,7 @@ Execution::Execution(sys::Reactor& reactor, store::Store& store, contain::Signal
       out_{{}, Capture(static_cast<size_t>(spec.limits.output_limit_bytes)), StreamId::kStdout},
       err_{{}, Capture(static_cast<size_t>(spec.limits.output_limit_bytes)), StreamId::kStderr} {
   if (spec.limits.timeout_ms) timeout_ = std::chrono::milliseconds(*spec.limits.timeout_ms);
-  result_.grant =
-      GrantSummary{grant_.id, grant_.owner, grant_.enforced, grant_.degraded, grant_.mechanisms};
+  result_.grant = Summarize(grant_);
 }
 
 Execution::~Execution() {

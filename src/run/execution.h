@@ -80,6 +80,7 @@ class Execution final {
   void RetryRelease(std::function<void(const contain::Release&)> retried);
 
   const std::string& grant_id() const { return grant_.id; }
+  const contain::Grant& grant() const { return grant_; }
 
  private:
   struct Pipe {

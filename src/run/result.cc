@@ -27,6 +27,10 @@ std::string_view OutcomeName(Outcome outcome) {
   return "unknown";
 }
 
+GrantSummary Summarize(const contain::Grant& g) {
+  return GrantSummary{g.id, g.owner, g.enforced, g.degraded, g.mechanisms};
+}
+
 json ToJson(const GrantSummary& grant) {
   json enforced = json::array();
   for (auto c : grant.enforced) enforced.push_back(contain::CapabilityName(c));

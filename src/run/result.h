@@ -68,6 +68,7 @@ struct RunResult {
 // The documented JSON shape (README "The JSON result").
 nlohmann::json ToJson(const RunResult& result);
 nlohmann::json ToJson(const GrantSummary& grant);
+GrantSummary Summarize(const contain::Grant& grant);
 
 // The exit status the CLI reports for a result: the child's status, 128+N
 // for signal N, 124 on timeout, 125 when cordon failed (death unverified),

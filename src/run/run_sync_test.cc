@@ -272,6 +272,27 @@ TEST_F(RunTest, TheMemoryLimitEndsInAnOomKill) {
   EXPECT_TRUE(r.release.dead);
 }
 
+// issue 11
+TEST_F(RunTest, TheCpuQuotaBoundsABusyLoop) {
+  const contain::CapabilityStatus& cpu = testing::TestProbe().Status(Capability::kCpu);
+  if (!cpu.enforceable) GTEST_SKIP() << cpu.reason;
+  // 1 s of wall time at 0.2 CPUs: ~0.2 CPU-seconds, where the loop alone
+  // would take a whole CPU (~1 s). The bound allows two periods of slack
+  // and a slow start; only a missing quota gets near it.
+  contain::Spec s;
+  s.argv = {"/bin/sh", "-c", "while :; do :; done"};
+  s.limits.cpu = 0.2;
+  s.limits.timeout_ms = 1000;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kTimedOut);
+  EXPECT_TRUE(r.release.dead);
+  EXPECT_EQ(r.grant.mechanisms[Capability::kCpu], cpu.mechanism);
+  int64_t used_ms = r.usage.cpu_user_ms + r.usage.cpu_system_ms;
+  RecordProperty("cpu_ms_at_0_2_cpus", std::to_string(used_ms));
+  EXPECT_GT(used_ms, 0);
+  EXPECT_LE(used_ms, 400) << "wall " << r.usage.wall_ms << " ms";
+}
+
 // 12
 TEST_F(RunTest, ASetsidDoubleForkedEscapeeIsDeadWhenTheTreeIsEnforced) {
   if (!TreeEnforced()) GTEST_SKIP() << "process_tree is degraded here";

@@ -1,5 +1,6 @@
 // What a session operation can fail with, in terms a front door maps to its
-// own statuses (the HTTP API: 400, 403, 404, 409, 413, 422, 429, 500).
+// own statuses (the HTTP API: 400, 403, 404, 409, 413, 422, 429, 500; 422 also for a
+// limit above a ceiling).
 #pragma once
 
 #include <expected>
@@ -19,6 +20,7 @@ struct Error {
     kTooLarge,      // a file over the maximum size
     kIntegrity,     // a digest did not match
     kOverCapacity,  // too many sessions
+    kAboveCeiling,  // a limit above the operator's ceiling: `field` names it
     kInternal,      // cordon or the host failed
   };
   Kind kind;

@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +25,45 @@ std::pair<std::string, std::string> SplitParent(const std::string& path) {
   if (slash == std::string::npos) return {".", path};
   return {path.substr(0, slash), path.substr(slash + 1)};
 }
+
+// The workspace's bound (or the host's disk) is reached: a 413 that names
+// the limits, never a 500.
+Error Full(const std::string& path, int err) {
+  return Error{Kind::kTooLarge,
+               path + ": the workspace is full (" + sys::ErrnoName(err) +
+                   "): it holds as many bytes or files as its bound allows (limits.disk_bytes, "
+                   "limits.disk_inodes), or the host's filesystem is full; remove files, or "
+                   "create the session with a larger bound",
+               "", nullptr};
+}
+
+// ext4 lets a process with CAP_SYS_RESOURCE write past a project quota:
+// the daemon (root) writes a session's files without it, so an upload
+// stops at the workspace's bound where the sandbox's own writes do. Only
+// this thread's effective set changes, for the scope.
+class WithoutResourceCap final {
+ public:
+  WithoutResourceCap() {
+    if (::syscall(SYS_capget, &header_, data_) != 0) return;
+    if (!(data_[0].effective & kBit)) return;
+    data_[0].effective &= ~kBit;
+    dropped_ = ::syscall(SYS_capset, &header_, data_) == 0;
+  }
+  ~WithoutResourceCap() {
+    if (!dropped_) return;
+    data_[0].effective |= kBit;
+    (void)::syscall(SYS_capset, &header_, data_);
+  }
+  WithoutResourceCap(const WithoutResourceCap&) = delete;
+  WithoutResourceCap& operator=(const WithoutResourceCap&) = delete;
+
+ private:
+  static_assert(CAP_SYS_RESOURCE < 32);
+  static constexpr uint32_t kBit = 1u << CAP_SYS_RESOURCE;
+  struct __user_cap_header_struct header_ = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data_[2] = {};
+  bool dropped_ = false;
+};
 
 // A failed resolution or operation, as the API reports it.
 Error FromSys(const sys::Error& e, const std::string& path) {
@@ -46,6 +87,9 @@ Error FromSys(const sys::Error& e, const std::string& path) {
     case EEXIST:
       return Error{Kind::kConflict, path + ": already exists and is not a directory", "path",
                    nullptr};
+    case ENOSPC:
+    case EDQUOT:
+      return Full(path, e.errno_value());
   }
   return Error{Kind::kInternal, path + ": " + e.message(), "", nullptr};
 }
@@ -118,7 +162,8 @@ Outcome<void> WriteAllAt(int fd, std::string_view bytes, off_t at, const std::st
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int err = errno;
-      if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+      if (err == ENOSPC || err == EDQUOT) return std::unexpected(Full(path, err));
+      if (err == EFBIG) {
         return std::unexpected(
             Error{Kind::kTooLarge, path + ": " + sys::Error("write", err).message(), "", nullptr});
       }
@@ -185,7 +230,11 @@ Outcome<FileInfo> Append(int workspace_fd, const PutRequest& r, std::string_view
                        std::to_string(st.st_size) + " bytes): chunks must be sent in order",
                    "offset");
   }
-  CORDON_RETURN_IF_ERROR(WriteAllAt(fd.get(), body, static_cast<off_t>(offset), r.path));
+  if (auto written = WriteAllAt(fd.get(), body, static_cast<off_t>(offset), r.path); !written) {
+    // The file is left as it was before this chunk, not with part of it.
+    (void)::ftruncate(fd.get(), static_cast<off_t>(offset));
+    return std::unexpected(written.error());
+  }
   CORDON_ASSIGN_OR_RETURN(std::string digest, HashFile(fd.get(), r.path, nullptr));
   if (r.sha256 && *r.sha256 != digest) {
     auto [dir, name] = SplitParent(r.path);
@@ -224,6 +273,7 @@ Outcome<FileInfo> PutFile(int workspace_fd, const PutRequest& request, std::stri
     return Failure(Kind::kInvalid, "X-Content-SHA256 must be 64 lowercase hex digits",
                    "X-Content-SHA256");
   }
+  WithoutResourceCap bound;
   if (!request.offset || *request.offset == 0) return Replace(workspace_fd, request, body);
   return Append(workspace_fd, request, body);
 }

@@ -99,6 +99,7 @@ class Kernel final : public Runtime {
   bool ready() const override { return phase_ == Phase::kIdle; }
   bool running() const override { return phase_ == Phase::kRunning || phase_ == Phase::kDraining; }
   const std::string& grant_id() const override { return execution_->grant_id(); }
+  const contain::Grant& grant() const override { return execution_->grant(); }
   bool restarts_on_exit() const override { return false; }
   void Describe(nlohmann::json& view) const override;
   void Rebind(const std::string& session_id) override { session_id_ = session_id; }

@@ -15,6 +15,7 @@ nlohmann::json ToJson(const ExecResult& r) {
             {"truncated", k.truncated},
             {"timed_out", r.timed_out},
             {"invalidated", r.invalidated},
+            {"oom_killed", r.oom_killed},
             {"duration_ms", r.duration_ms}};
   }
   return {{"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
@@ -27,6 +28,7 @@ nlohmann::json ToJson(const ExecResult& r) {
           {"timed_out", r.timed_out},
           {"invalidated", r.invalidated},
           {"shell_restarted", r.shell_restarted},
+          {"oom_killed", r.oom_killed},
           {"duration_ms", r.duration_ms}};
 }
 

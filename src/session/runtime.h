@@ -40,6 +40,10 @@ struct ExecResult {
   // Both.
   bool timed_out = false;
   bool invalidated = false;  // the session was torn down (timeout ladder, death)
+  // The memory controller killed something of the session while it ran
+  // (the command, or the runtime itself: then `invalidated` or
+  // `shell_restarted` says what became of the session).
+  bool oom_killed = false;
   int64_t duration_ms = 0;
 };
 
@@ -86,6 +90,7 @@ class Runtime {
   virtual bool ready() const = 0;    // started and idle
   virtual bool running() const = 0;  // an Exec is in progress
   virtual const std::string& grant_id() const = 0;
+  virtual const contain::Grant& grant() const = 0;
   // When the runtime exits on its own after a command, a fresh one starts
   // in its place (a shell's `exit`); otherwise the session is invalidated.
   virtual bool restarts_on_exit() const = 0;

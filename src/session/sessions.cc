@@ -45,6 +45,20 @@ void AddAllowlist(contain::Spec& spec, const std::string& workspace, const std::
   }
 }
 
+// A daemon that stops leaves no workspace filesystem (a loop image)
+// mounted but a quarantined session's (processes may still use it): the
+// images stay, and a session's next generation mounts its own again. (A
+// killed daemon leaves them mounted; the next one keeps them so, a lost
+// session's files in place, until it stops.)
+template <typename SessionMap>
+void ReleaseIdleWorkspaces(const std::string& state_dir, const SessionMap& sessions) {
+  for (const auto& [id, s] : sessions) {
+    const std::string& st = s->state;
+    if (st == "starting" || st == "ready" || st == "busy" || st == "quarantined") continue;
+    (void)contain::ReleaseWorkspace(WorkspacePath(state_dir, id));
+  }
+}
+
 nlohmann::json Survivors(const contain::Release& r) {
   return {
       {"message", "teardown could not be verified: " +
@@ -73,6 +87,14 @@ Sessions::Session* Sessions::Find(const std::string& id) {
   return it == sessions_.end() ? nullptr : it->second.get();
 }
 
+// The OOM kills of the session's memory group so far; none without one.
+std::optional<uint64_t> Sessions::OomKills(const Session& s) {
+  if (!s.runtime || !s.runtime->grant().cgroups) return std::nullopt;
+  auto kills = s.runtime->grant().cgroups->OomKills();
+  if (!kills || !*kills) return std::nullopt;
+  return **kills;
+}
+
 Sessions::Session* Sessions::Current(const std::string& id, int64_t generation) {
   Session* s = Find(id);
   return s && s->generation == generation ? s : nullptr;
@@ -92,6 +114,10 @@ nlohmann::json Sessions::View(const Session& s) const {
       {"ttl_s", s.ttl_ms / 1000},
       {"created_at_ms", s.created_at_ms},
       {"spec", s.summary},
+      // The effective limits (the request's, and the daemon's defaults for
+      // the rest) and what the current runtime's grant enforces of them.
+      {"limits", s.summary.value("limits", nlohmann::json::object())},
+      {"grant", s.runtime ? run::ToJson(run::Summarize(s.runtime->grant())) : nlohmann::json()},
       {"problem", s.problem}};
   if (s.kind == "python") {
     // A kernel's own state, as the Kernel Gateway reports it.
@@ -175,9 +201,10 @@ sys::Result<void> Sessions::Recover() {
   std::error_code ec;
   for (const auto& entry :
        std::filesystem::directory_iterator(options_.state_dir + "/workspaces", ec)) {
-    if (entry.path().filename().string().starts_with(".warm-")) {
-      std::error_code ignored;
-      std::filesystem::remove_all(entry.path(), ignored);
+    // (Its images go with their directories.)
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(".warm-") && !name.ends_with(".img")) {
+      (void)contain::RemoveBoundWorkspace(entry.path().string());
     }
   }
   FillPool();
@@ -255,6 +282,11 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   // Validate before touching anything (the workspace is checked for real
   // when the shell is admitted).
   contain::Spec spec = std::move(request.spec);
+  if (options_.bounds) {
+    if (auto above = contain::ApplyBounds(*options_.bounds, spec)) {
+      return done(Failure(Kind::kAboveCeiling, above->message, above->field));
+    }
+  }
   spec.workspace = options_.state_dir;
   spec.argv = {request.kind == "python" ? "/usr/bin/python3" : "/bin/bash"};
   if (auto invalid = contain::Validate(spec)) {
@@ -280,6 +312,26 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         Failure(Kind::kInternal, "cannot prepare the workspace: " + prepared.error().message()));
   }
   const std::string workspace = WorkspacePath(options_.state_dir, id);
+  // Its disk bound (a loop image or a project quota, kept across
+  // generations); the runtime's admission observes it. A limit that would
+  // be refused is refused here, with why bounding failed.
+  if (spec.limits.disk_bytes || spec.limits.disk_inodes) {
+    auto bound = contain::BoundWorkspace(
+        probe_.disk, workspace, contain::WorkspaceKind::kPersistent,
+        contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+    if (!bound) {
+      const std::string why = "bounding the workspace failed: " + bound.error().message();
+      if (observer_.log) observer_.log("workspace_unbounded", {{"session_id", id}, {"error", why}});
+      if (spec.required.contains(contain::Capability::kDisk) ||
+          (contain::Explicit(spec).contains(contain::Capability::kDisk) && !spec.permissive)) {
+        return done(std::unexpected(FromAdmit(contain::AdmitError{
+            contain::AdmitError::Kind::kRefused,
+            "",
+            "refused: cannot enforce disk: " + why + "; use permissive to run without it",
+            {{contain::Capability::kDisk, why}}})));
+      }
+    }
+  }
   spec.workspace = workspace;
   spec.owner = "session:" + id;
   AddAllowlist(spec, workspace, request.kind);
@@ -352,14 +404,21 @@ void Sessions::Pump(Session& s) {
     request.grace = std::chrono::milliseconds(s.spec.limits.grace_ms);
     const std::string id = s.id;
     const int64_t generation = s.generation;
-    s.runtime->Exec(std::move(request),
-                    [this, id, generation, done = std::move(p.done)](ExecResult result) {
-                      done(std::move(result));
-                      if (Session* current = Current(id, generation)) {
-                        current->last_used = Clock::now();
-                        Pump(*current);
-                      }
-                    });
+    const std::optional<uint64_t> oom_before = OomKills(s);
+    s.runtime->Exec(std::move(request), [this, id, generation, oom_before,
+                                         done = std::move(p.done)](ExecResult result) {
+      // A runtime that itself was OOM-killed ended: OnEnded
+      // marked the result from its release.
+      if (Session* current = Current(id, generation); current && oom_before) {
+        auto now = OomKills(*current);
+        if (now && *now > *oom_before) result.oom_killed = true;
+      }
+      done(std::move(result));
+      if (Session* current = Current(id, generation)) {
+        current->last_used = Clock::now();
+        Pump(*current);
+      }
+    });
   }
 }
 
@@ -385,6 +444,7 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
     if (!ended.exec_done) return;
     ended.exec->invalidated = invalidated;
     ended.exec->shell_restarted = restarted;
+    ended.exec->oom_killed |= ended.run.oom_killed;
     std::function<void(ExecResult)> done = std::move(ended.exec_done);
     done(std::move(*ended.exec));
   };
@@ -700,15 +760,11 @@ void Sessions::Tick() {
 
 bool Sessions::MatchesPool(const CreateRequest& request, const contain::Spec& spec) const {
   if (options_.prespawn == 0 || !options_.python) return false;
-  const contain::Spec defaults;
-  const contain::Limits& l = spec.limits;
-  const contain::Limits& d = defaults.limits;
-  bool default_limits = l.timeout_ms == d.timeout_ms && l.grace_ms == d.grace_ms &&
-                        l.output_limit_bytes == d.output_limit_bytes &&
-                        l.memory_bytes == d.memory_bytes && l.pids == d.pids &&
-                        l.cpu_seconds == d.cpu_seconds && l.file_size_bytes == d.file_size_bytes &&
-                        l.open_files == d.open_files &&
-                        l.address_space_bytes == d.address_space_bytes;
+  // The pool's runtimes were started with the defaults and the bounds.
+  contain::Spec defaults;
+  if (options_.bounds) (void)contain::ApplyBounds(*options_.bounds, defaults);
+  bool default_limits = contain::LimitsJson(spec.limits) == contain::LimitsJson(defaults.limits) &&
+                        spec.defaulted == defaults.defaulted;
   (void)request;
   return spec.env.empty() && default_limits && spec.required.empty() && !spec.permissive &&
          spec.isolation.level == defaults.isolation.level &&
@@ -734,6 +790,18 @@ void Sessions::FillPool() {
     const std::string workspace = parent + "/" + key;
     if (::mkdir(workspace.c_str(), 0700) != 0) return;
     contain::Spec spec;
+    if (options_.bounds) (void)contain::ApplyBounds(*options_.bounds, spec);
+    const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
+    if (disk.any()) {
+      // The defaults are never refused: unbounded, the pool's kernels
+      // report disk degraded, as a cold session would.
+      auto bound = contain::BoundWorkspace(probe_.disk, workspace,
+                                           contain::WorkspaceKind::kPersistent, disk);
+      if (!bound && observer_.log) {
+        observer_.log("workspace_unbounded",
+                      {{"pool_id", key}, {"error", bound.error().message()}});
+      }
+    }
     spec.workspace = workspace;
     spec.owner = "session-pool";
     spec.argv = {"/usr/bin/python3"};
@@ -766,8 +834,7 @@ void Sessions::FillPool() {
                        {"why", ended.why},
                        {"survivors", ended.run.release.survivors}});
       }
-      std::error_code ec;
-      std::filesystem::remove_all(it->second.workspace, ec);
+      (void)contain::RemoveBoundWorkspace(it->second.workspace);
       retired_.push_back(std::move(it->second.runtime));
       pool_.erase(it);
       MaybeFinishShutdown();
@@ -775,8 +842,7 @@ void Sessions::FillPool() {
     auto runtime = options_.python(key, spec, std::move(events));
     if (!runtime) {
       if (observer_.log) observer_.log("pool_start_failed", {{"error", runtime.error().message}});
-      std::error_code ec;
-      std::filesystem::remove_all(workspace, ec);
+      (void)contain::RemoveBoundWorkspace(workspace);
       return;  // tried again at the next tick
     }
     Warm w;
@@ -796,7 +862,7 @@ bool Sessions::TakeWarm(const std::string& id, std::unique_ptr<Session>& session
   if (it == pool_.end()) return false;
   const std::string workspace = WorkspacePath(options_.state_dir, id);
   if (!RemoveWorkspace(options_.state_dir, id)) return false;
-  if (::rename(it->second.workspace.c_str(), workspace.c_str()) != 0) return false;
+  if (!contain::MoveBoundWorkspace(it->second.workspace, workspace)) return false;
   Warm w = std::move(it->second);
   pool_.erase(it);
   Session& s = *session;
@@ -850,6 +916,7 @@ void Sessions::MaybeFinishShutdown() {
   for (const auto& [id, s] : sessions_) {
     if (s->closing || (s->runtime && s->state == "starting")) return;
   }
+  ReleaseIdleWorkspaces(options_.state_dir, sessions_);
   auto done = std::move(shutdown_);
   shutdown_ = nullptr;
   done(shutdown_all_dead_ && quarantined() == 0);

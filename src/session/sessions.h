@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "contain/bounds.h"
 #include "contain/probe.h"
 #include "contain/signaller.h"
 #include "contain/spec.h"
@@ -59,6 +60,9 @@ struct SessionOptions {
   // the kernel's HOME is then /workspace, whatever the directory is named
   // outside). Refilled in the background.
   size_t prespawn = 0;
+  // The operator's default limits and ceilings (the daemon's); unset: a
+  // session gets only the limits its request declares.
+  std::optional<contain::Bounds> bounds;
 };
 
 struct CreateRequest {
@@ -191,6 +195,7 @@ class Sessions final {
 
   Session* Find(const std::string& id);
   Session* Current(const std::string& id, int64_t generation);
+  static std::optional<uint64_t> OomKills(const Session& s);
   nlohmann::json View(const Session& s) const;
   void Record(Session& s);
   void Log(const std::string& event, const Session& s, nlohmann::json fields = {});

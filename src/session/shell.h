@@ -64,6 +64,7 @@ class Shell final : public Runtime {
     return phase_ == Phase::kRunning || phase_ == Phase::kInterrupting;
   }
   const std::string& grant_id() const override { return execution_->grant_id(); }
+  const contain::Grant& grant() const override { return execution_->grant(); }
   bool restarts_on_exit() const override { return true; }
 
  private:

@@ -3,7 +3,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <filesystem>
+
+#include "contain/disk.h"
 
 namespace cordon::session {
 
@@ -43,11 +44,9 @@ sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::stri
 
 sys::Result<void> RemoveWorkspace(const std::string& state_dir, const std::string& id) {
   if (!ValidSessionId(id)) return sys::Fail("invalid session id", EINVAL);
-  std::error_code ec;
-  std::filesystem::remove_all(WorkspacePath(state_dir, id), ec);
-  if (ec)
-    return sys::Fail("remove " + WorkspacePath(state_dir, id) + ": " + ec.message(), ec.value());
-  return {};
+  // Its disk bound goes first: a mounted image is detached and deleted, a
+  // project quota cleared; a workspace without one is only removed.
+  return contain::RemoveBoundWorkspace(WorkspacePath(state_dir, id));
 }
 
 }  // namespace cordon::session

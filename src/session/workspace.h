@@ -20,8 +20,9 @@ std::string WorkspacePath(const std::string& state_dir, const std::string& id);
 // generation) is removed first, so the new generation starts empty.
 sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::string& id, bool sweep);
 
-// Removes the workspace and everything in it. Symbolic links inside are
-// removed, never followed.
+// Removes the workspace and everything in it, its disk bound first (an
+// image unmounted and deleted: contain/disk.h RemoveBoundWorkspace).
+// Symbolic links inside are removed, never followed.
 sys::Result<void> RemoveWorkspace(const std::string& state_dir, const std::string& id);
 
 }  // namespace cordon::session

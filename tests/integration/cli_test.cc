@@ -35,6 +35,29 @@ TEST_F(CliTest, ExitStatusesFollowTheContract) {
   EXPECT_EQ(Run({"--memory", "0", "--", "/bin/true"}).status, 125);
 }
 
+TEST_F(CliTest, CpusIsCheckedAndEnforced) {
+  for (const char* bad : {"0", "-1", "half", "1e3", "5000"}) {
+    Ran r = Run({"--cpus", bad, "--", "/bin/true"});
+    EXPECT_EQ(r.status, 125) << bad;
+    EXPECT_NE(r.err.find("--cpus"), std::string::npos) << bad << ": " << r.err;
+  }
+  Ran probe = Cordon({"probe", "--json", "--cgroup-root", CgroupRoot()}).Wait();
+  ASSERT_EQ(probe.status, 0) << probe.err;
+  json probed = probe.Json();
+  json cpu;
+  for (const json& c : probed["capabilities"]) {
+    if (c["capability"] == "cpu") cpu = c;
+  }
+  ASSERT_TRUE(cpu.is_object()) << probe.out;
+  if (!cpu["enforceable"].get<bool>()) GTEST_SKIP() << cpu["reason"];
+  Ran r = Run({"--isolation", "none", "--cpus", "0.5", "--json", "--", "/bin/true"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = r.Json();
+  const json& enforced = j["grant"]["enforced"];
+  EXPECT_NE(std::find(enforced.begin(), enforced.end(), "cpu"), enforced.end()) << enforced;
+  EXPECT_EQ(j["grant"]["mechanisms"]["cpu"], cpu["mechanism"]);
+}
+
 // In a sanitizer build (make asan), ASan's clone() interceptor warns in the
 // command's process, which runs on a stack of its own before its execve, and
 // the warning lands in the command's stderr. It is ASan's, not the run's.

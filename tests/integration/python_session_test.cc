@@ -623,6 +623,17 @@ TEST_F(PoolTest, AWarmKernelIsHandedOutOnlyToARequestThatDeclaresNothing) {
   EXPECT_EQ(model["execution_state"], "idle");  // a warm kernel is ready at once
   json session = client_->Get("/v1/sessions/" + id).Json();
   EXPECT_EQ(session["spec"].value("warm", false), true);
+  // It was started with the daemon's default bounds, its workspace's disk
+  // included (moved, mounted, onto the session's path).
+  EXPECT_EQ(session["limits"]["memory_bytes"], int64_t{1} << 30);
+  json probe = client_->Get("/v1/probe").Json();
+  for (const auto& c : probe["capabilities"]) {
+    if (c["capability"] != "disk") continue;
+    const json& enforced = session["grant"]["enforced"];
+    EXPECT_EQ(std::find(enforced.begin(), enforced.end(), "disk") != enforced.end(),
+              c["enforceable"].get<bool>())
+        << session.dump();
+  }
   // Its workspace is the session's own, at /workspace inside.
   auto ws = Connect(id);
   json out =

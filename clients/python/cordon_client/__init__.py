@@ -7,6 +7,7 @@
 """
 from .client import Client, Session
 from .errors import (
+    AboveCeilingError,
     AuthError,
     ConflictError,
     CordonError,
@@ -31,6 +32,7 @@ __all__ = [
     "ConflictError",
     "QuarantinedError",
     "TooLargeError",
+    "AboveCeilingError",
     "IntegrityError",
     "OverCapacityError",
     "ServerError",

@@ -121,7 +121,7 @@ class Client:
             env: Optional[Dict[str, str]] = None, stdin: Optional[str] = None,
             stdin_bytes: Optional[bytes] = None, workspace: Optional[str] = None,
             require: Optional[Iterable[str]] = None, isolation: Optional[str] = None,
-            permissive: Optional[bool] = None, limits: Optional[Dict[str, int]] = None,
+            permissive: Optional[bool] = None, limits: Optional[Dict[str, float]] = None,
             on_output: Optional[Callable[[str, str], None]] = None) -> Dict[str, Any]:
         """One command inside the boundary; returns the RunResult.
 
@@ -166,7 +166,7 @@ class Client:
     # --- sessions ---
 
     def session(self, id: Optional[str] = None, *, env: Optional[Dict[str, str]] = None,
-                limits: Optional[Dict[str, int]] = None, isolation: Optional[str] = None,
+                limits: Optional[Dict[str, float]] = None, isolation: Optional[str] = None,
                 ttl_s: Optional[int] = None, fresh_workspace: Optional[bool] = None,
                 require: Optional[Iterable[str]] = None,
                 permissive: Optional[bool] = None) -> "Session":

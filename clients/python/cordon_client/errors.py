@@ -51,6 +51,11 @@ class IntegrityError(CordonError):
     """422: a digest did not match (or a download did not match its digest)."""
 
 
+class AboveCeilingError(CordonError):
+    """422: a limit above the daemon's ceiling (``.field`` names it; the
+    message names the ceiling and the option that sets it)."""
+
+
 class OverCapacityError(CordonError):
     """429: too many sessions or runs; retry after ``.retry_after`` seconds."""
 
@@ -83,6 +88,8 @@ def from_response(status: int, body: Dict[str, Any], retry_after: Optional[str])
     if status == 429:
         after = float(retry_after) if retry_after else None
         return OverCapacityError(status, code, message, field, body, retry_after=after)
+    if status == 422 and code == "above_ceiling":
+        return AboveCeilingError(status, code, message, field, body)
     if status == 409 and code == "quarantined":
         return QuarantinedError(status, code, message, field, body)
     cls = _BY_STATUS.get(status, ServerError if status >= 500 else CordonError)

@@ -1,0 +1,268 @@
+"""The `disk` capability through a real `cordon serve`: a session's or a
+run's workspace fills up to its bound and no further (ENOSPC or EDQUOT
+inside), the session lives on, other sessions and the daemon are
+unaffected; where the host cannot bound a workspace the grant reports
+`disk` degraded with its reason. Every mount and loop device the daemons
+made is gone when the tests end."""
+import os
+import shutil
+import sys
+import threading
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+
+from cordon_client import TooLargeError  # noqa: E402
+
+from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
+    CGROUP_ROOT,
+    Daemon,
+    cgroup_mounts,
+    remove_tree,
+    wait_for,
+)
+
+MiB = 1 << 20
+FULL = ("No space left on device", "Disk quota exceeded")
+
+
+def mounts_under(prefix):
+    """Mount points at or below `prefix` in this mount namespace."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split(" ")[4]
+            if point == prefix or point.startswith(prefix.rstrip("/") + "/"):
+                found.append(point)
+    return found
+
+
+def loops_backed_under(prefix):
+    """Loop devices whose backing file is below `prefix`."""
+    found = []
+    for name in os.listdir("/sys/block"):
+        try:
+            with open(f"/sys/block/{name}/loop/backing_file") as f:
+                if f.read().startswith(prefix):
+                    found.append(name)
+        except OSError:
+            pass
+    return found
+
+
+def disk_status(grant):
+    """("enforced", mechanism) or ("degraded", reason) of `disk` in a grant summary."""
+    if "disk" in grant["enforced"]:
+        return "enforced", grant["mechanisms"]["disk"]
+    for d in grant["degraded"]:
+        if d["capability"] == "disk":
+            return "degraded", d["reason"]
+    return None, None
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return tmp_path_factory.mktemp("disk")
+
+
+@pytest.fixture(scope="module")
+def daemon(base):
+    d = Daemon(base / "state")
+    yield d
+    assert d.stop() == 0
+    for mount in cgroup_mounts():
+        remove_tree(mount + CGROUP_ROOT)
+    # Nothing of any workspace's bound is left: no mount, no loop device.
+    assert mounts_under(str(base)) == []
+    assert wait_for(lambda: loops_backed_under(str(base)) == [], within=10), \
+        loops_backed_under(str(base))
+
+
+@pytest.fixture()
+def client(daemon):
+    return daemon.client()
+
+
+@pytest.fixture(scope="module")
+def support(daemon):
+    return daemon.client().probe()["disk"]
+
+
+def test_the_probe_says_what_bounds_workspaces(client, support):
+    assert support["state_dir"].endswith("/state")
+    assert set(support["problems"]) == {"project_quota", "tmpfs", "loop_images"}
+    entry = [c for c in client.probe()["capabilities"] if c["capability"] == "disk"][0]
+    if support["ephemeral"] and support["persistent"]:
+        assert entry["enforceable"] is True and entry["mechanism"]
+    else:
+        assert entry["enforceable"] is False and entry["reason"] and entry["fix"]
+
+
+def test_a_session_fills_up_to_its_bound_and_lives_on(client, support):
+    s = client.session("disk-full", limits={"disk_bytes": 16 * MiB}, permissive=True)
+    try:
+        status, detail = disk_status(s.info["grant"])
+        if support["persistent"] is None:
+            # The host cannot bound a session's workspace: said so, with why.
+            assert status == "degraded" and detail, s.info["grant"]
+            return
+        assert (status, detail) == ("enforced", support["persistent"]), s.info["grant"]
+        assert s.info["limits"]["disk_bytes"] == 16 * MiB
+
+        r = s.exec("dd if=/dev/zero of=big bs=1M count=64")
+        assert r["exit_code"] != 0, r
+        assert any(m in r["stderr"] for m in FULL), r["stderr"]
+        # The same shell goes on, and df shows the bound.
+        r = s.exec("echo alive; rm -f big; df -k --output=size /workspace | tail -1")
+        assert r["exit_code"] == 0, r
+        alive, size = r["stdout"].split()
+        assert alive == "alive" and 0 < int(size) <= 16 * 1024, r["stdout"]
+
+        # An upload past the bound is a 413 naming the limit, and leaves nothing.
+        with pytest.raises(TooLargeError) as e:
+            s.put_file("upload.bin", b"\0" * (32 * MiB), chunk_size=32 * MiB)
+        assert "limits.disk_bytes" in e.value.message, e.value.message
+        assert "upload.bin" not in [f["name"] for f in s.list_files()]
+        assert not [f for f in s.list_files() if f["name"].startswith(".cordon-upload-")]
+        s.put_file("small.txt", b"fits")
+        assert s.get_file("small.txt") == b"fits"
+    finally:
+        s.close()
+
+
+def test_a_session_runs_out_of_inodes(client, support):
+    if support["persistent"] is None:
+        pytest.skip("the host cannot bound a session's workspace "
+                    "(test_a_session_fills_up_to_its_bound_and_lives_on checks the degraded report)")
+    with client.session("disk-inodes", limits={"disk_bytes": 64 * MiB, "disk_inodes": 200}) as s:
+        r = s.exec("i=0; while [ $i -lt 1000 ]; do : > f$i || break; i=$((i+1)); done; echo $i")
+        made = int(r["stdout"].split()[-1])
+        assert made < 200, r
+        assert any(m in r["stderr"] for m in FULL), r["stderr"]
+        assert s.exec("echo alive")["stdout"] == "alive\n"
+
+
+def test_a_run_fills_up_to_its_bound(client, support, daemon):
+    r = client.run(shell="dd if=/dev/zero of=big bs=1M count=64; echo rc=$?; "
+                         "df -k --output=size . | tail -1",
+                   limits={"disk_bytes": 8 * MiB}, permissive=True)
+    status, detail = disk_status(r["grant"])
+    if support["ephemeral"] is None:
+        assert status == "degraded" and detail, r["grant"]
+        return
+    assert (status, detail) == ("enforced", support["ephemeral"]), r["grant"]
+    assert "rc=0" not in r["stdout"], r
+    assert any(m in r["stderr"] for m in FULL), r["stderr"]
+    assert 0 < int(r["stdout"].split()[-1]) <= 8 * 1024, r["stdout"]
+    # Its scratch workspace went with it, bound and all.
+    scratch = os.path.join(daemon.state_dir, "scratch")
+    assert mounts_under(scratch) == []
+    assert not os.path.isdir(scratch) or os.listdir(scratch) == []
+
+
+def test_a_full_session_leaves_the_others_alone(client, support):
+    if support["persistent"] is None:
+        pytest.skip("the host cannot bound a session's workspace "
+                    "(test_a_session_fills_up_to_its_bound_and_lives_on checks the degraded report)")
+    with client.session("disk-small", limits={"disk_bytes": 16 * MiB}) as small, \
+            client.session("disk-large", limits={"disk_bytes": 256 * MiB}) as large:
+        r = small.exec("dd if=/dev/zero of=big bs=1M count=64")
+        assert any(m in r["stderr"] for m in FULL), r["stderr"]
+        r = large.exec("dd if=/dev/zero of=big bs=1M count=64 && echo wrote")
+        assert r["exit_code"] == 0 and "wrote" in r["stdout"], r
+        assert client.health()["status"] == "ok"
+        assert client.run(shell="echo fine")["stdout"] == "fine\n"
+
+
+def test_bounds_outlive_a_daemon_killed_mid_run(base, support):
+    """SIGKILL with a run in progress and a session with files: the next
+    daemon removes the run's scratch (unmounting its tmpfs), and the lost
+    session's next generation finds its files, still bounded."""
+    if support["persistent"] is None or support["ephemeral"] is None:
+        pytest.skip("the host cannot bound both kinds of workspace")
+    state = base / "restart" / "state"
+    first = Daemon(state)
+    c = first.client()
+    s = c.session("kept", limits={"disk_bytes": 16 * MiB})
+    s.exec("echo data > notes")
+    scratch = os.path.join(str(state), "scratch")
+    box = {}
+
+    def run():
+        try:
+            box["r"] = first.client().run(shell="sleep 60", limits={"disk_bytes": 8 * MiB})
+        except Exception as e:  # the daemon dies under it
+            box["e"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        if support["ephemeral"] == "tmpfs":
+            assert wait_for(lambda: mounts_under(scratch) != []), "the run's tmpfs never appeared"
+        else:
+            assert wait_for(lambda: os.path.isdir(scratch) and os.listdir(scratch) != [])
+    finally:
+        first.kill()
+        t.join(timeout=30)
+    second = Daemon(state)
+    try:
+        assert mounts_under(scratch) == []
+        assert os.listdir(scratch) == []
+        c = second.client()
+        again = c.session("kept", limits={"disk_bytes": 16 * MiB})
+        assert again.info["spec"]["workspace_reused"] is True
+        assert disk_status(again.info["grant"]) == ("enforced", support["persistent"])
+        assert again.exec("cat notes")["stdout"] == "data\n"
+        r = again.exec("dd if=/dev/zero of=big bs=1M count=64")
+        assert any(m in r["stderr"] for m in FULL), r["stderr"]
+        again.close()
+        # A session still open when the daemon stops keeps its workspace
+        # (its image), but no mount outlives the daemon.
+        c.session("open", limits={"disk_bytes": 16 * MiB}).exec("echo x > kept")
+    finally:
+        assert second.stop() == 0
+    kept = os.path.join(str(state), "workspaces", "open")
+    if support["persistent"] == "loop_image":
+        assert os.path.exists(kept + ".img")
+    else:
+        assert open(os.path.join(kept, "kept")).read() == "x\n"
+    assert wait_for(lambda: loops_backed_under(str(state)) == [], within=10)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="hiding /dev/loop-control from a daemon needs root and unshare(1)")
+def test_where_a_session_cannot_be_bounded_it_is_degraded_with_the_reason(base, support):
+    """A daemon that cannot use loop devices (here: /dev/loop-control is
+    /dev/null in its mount namespace) and has no project quota bounds no
+    session: the default disk bound is degraded, with the reason and the
+    fix; an explicit one is refused unless permissive."""
+    if support["project_quota"]:
+        pytest.skip("the state directory has project quotas: sessions are bounded without loops")
+    state = base / "noloop" / "state"
+    os.makedirs(state.parent, exist_ok=True)
+    wrapper = state.parent / "serve"
+    wrapper.write_text("#!/bin/sh\nmount --bind /dev/null /dev/loop-control && exec \"$@\"\n")
+    wrapper.chmod(0o755)
+    real = os.path.abspath(os.environ.get("CORDON_BINARY", "build/cordon"))
+    launcher = state.parent / "cordon"
+    launcher.write_text(f"#!/bin/sh\nexec unshare -m --propagation private {wrapper} {real} \"$@\"\n")
+    launcher.chmod(0o755)
+    d = Daemon(state, binary=str(launcher))
+    try:
+        c = d.client()
+        disk = c.probe()["disk"]
+        assert disk["loop_images"] is False and disk["problems"]["loop_images"], disk
+        assert disk["persistent"] is None
+        entry = [x for x in c.probe()["capabilities"] if x["capability"] == "disk"][0]
+        assert entry["enforceable"] is False and entry["fix"], entry
+        with c.session("unbounded") as s:  # the daemon's default bound
+            status, reason = disk_status(s.info["grant"])
+            assert status == "degraded", s.info["grant"]
+            assert "not bounded" in reason and "loop" in reason, reason
+        from cordon_client import ValidationError
+        with pytest.raises(ValidationError) as e:
+            c.session("explicit", limits={"disk_bytes": 16 * MiB})
+        assert "disk" in e.value.message, e.value.message
+    finally:
+        assert d.stop() == 0
