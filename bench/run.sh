@@ -21,6 +21,8 @@
 #     websocket, for Debian's jupyter-server, cordon cold and cordon
 #     --prespawn 2 with the same ipykernel, and a direct ZeroMQ client
 #     (build/bench/zmq_direct) as the floor.
+#  7. a tenant's bounds: bench/slowloris.py, output_flood.py, full_disk.py,
+#     soak.py, kill_under_load.py (BOUNDS=0 leaves them out).
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -155,3 +157,19 @@ echo
 cmake --build "$build" --target zmq_direct >/dev/null
 /usr/bin/python3 "$(dirname "$0")/gateway_bench.py" "$build" --runs "${GATEWAY_RUNS:-30}" \
   --creates "${GATEWAY_CREATES:-5}"
+
+pause
+echo
+# 7. a tenant's bounds (issue 11): slow connections, a 2 GB output flood,
+#    a full state directory, a soak and SIGKILLs under load. Each prints its
+#    figures and one verdict line; BOUNDS=0 leaves them out (they take
+#    about 15 minutes together).
+if [[ ${BOUNDS:-1} != 0 ]]; then
+  export CORDON_BINARY=$cordon
+  for b in "slowloris.py $build" output_flood.py full_disk.py soak.py kill_under_load.py; do
+    # shellcheck disable=SC2086  # the bench and its arguments
+    /usr/bin/python3 "$(dirname "$0")"/$b
+    pause
+    echo
+  done
+fi

@@ -43,7 +43,18 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
     active->scratch = options_.state_dir + "/scratch/" + sys::RandomHex(8);
     std::error_code ec;
     std::filesystem::create_directories(active->scratch, ec);
-    ::chmod(active->scratch.c_str(), 0700);
+    if (!ec && ::chmod(active->scratch.c_str(), 0700) != 0) {
+      ec = std::error_code(errno, std::generic_category());
+    }
+    if (ec) {
+      // A full state directory answers 507 (FromSession), not a run that
+      // fails later for want of a workspace.
+      std::string why =
+          "cannot create the run's workspace " + active->scratch + ": " + ec.message();
+      std::filesystem::remove(active->scratch, ec);
+      return ex->RespondError(FromSession(
+          session::Error{session::Error::Kind::kInternal, std::move(why), "", nullptr}));
+    }
     spec->workspace = active->scratch;
     // Its disk bound (a tmpfs where the state dir has no project quota);
     // admission observes it. Where bounding failed, admission is told why.
@@ -125,14 +136,24 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   // Gone (with its bound) before the result is sent: a client that has the
   // result finds no mount of the run's left.
   RemoveScratch(run);
+  // The output is moved, not copied, from the result into the JSON, whose
+  // text, written once into a buffer of its own, is the only other copy: a
+  // run that printed to its cap costs the daemon about twice the cap.
+  std::string out = std::move(r.out.data), err = std::move(r.err.data);
+  // Text output escapes to a little more than itself ("\n" is two bytes).
+  const size_t expected = 2 * (out.size() + err.size()) + 4096;
   json result = run::ToJson(r);
+  result["stdout"] = std::move(out);
+  result["stderr"] = std::move(err);
   result["limits"] = run.limits;
+  if (run.streaming) result["type"] = "result";
+  std::string text = sys::JsonLine(result, expected);
+  result = nullptr;
   if (run.streaming) {
-    result["type"] = "result";
-    run.exchange->Stream(sys::JsonText(result) + "\n");
+    run.exchange->Stream(std::move(text));
     run.exchange->EndStream();
   } else {
-    run.exchange->RespondJson(200, result);
+    run.exchange->Respond(200, std::move(text), "application/json");
   }
   // The Execution is still on the stack: destroy it from the loop.
   boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {

@@ -14,6 +14,9 @@ using nlohmann::json;
 // A client keeps at most this many requests awaiting their replies; older
 // ones are forgotten (their replies then reach no one).
 constexpr size_t kMaxPendingRequests = 10000;
+// What clients may have sent to a kernel that is still starting, in all: a
+// client that sends more while it waits is refused, not buffered.
+constexpr size_t kMaxWaitingBytes = 16 << 20;
 
 json Header(const std::string& msg_type) {
   return {{"msg_id", jupyter::NewUuid()}, {"msg_type", msg_type},      {"session", "cordon"},
@@ -87,7 +90,9 @@ void Relay::FromClient(const std::string& id, uint64_t client, const std::string
   if (kernel == nullptr) {
     auto view = sessions_ ? sessions_->Get(id) : session::Outcome<json>();
     if (view && view->value("state", "") == "starting" &&
-        it->second.waiting.size() < kMaxPendingRequests) {
+        it->second.waiting.size() < kMaxPendingRequests &&
+        it->second.waiting_bytes + text.size() <= kMaxWaitingBytes) {
+      it->second.waiting_bytes += text.size();
       it->second.waiting.emplace_back(client, text);  // relayed once it is ready
       return;
     }
@@ -100,7 +105,8 @@ void Relay::FromClient(const std::string& id, uint64_t client, const std::string
   if (auto sent = kernel->Forward(channel, std::move(m)); !sent) {
     // Looked up again: a failed send may have ended the kernel, and with it
     // its entry (`it` and `requests` may point at freed memory).
-    if (auto again = kernels_.find(id); again != kernels_.end()) again->second.requests.erase(msg_id);
+    if (auto again = kernels_.find(id); again != kernels_.end())
+      again->second.requests.erase(msg_id);
     Refuse(*socket, header, "the message could not be sent: " + sent.error().message());
   }
 }
@@ -135,6 +141,7 @@ void Relay::OnKernelReady(const std::string& id) {
   if (it == kernels_.end()) return;
   auto waiting = std::move(it->second.waiting);
   it->second.waiting.clear();
+  it->second.waiting_bytes = 0;
   for (auto& [client, text] : waiting) FromClient(id, client, text);
 }
 
@@ -148,6 +155,17 @@ void Relay::OnKernelDropped(const std::string& id, Channel channel, const std::s
   api::Log(
       "error", "kernel_message_dropped",
       {{"session_id", id}, {"channel", std::string(jupyter::ChannelName(channel))}, {"why", why}});
+}
+
+void Relay::OnKernelReset(const std::string& id, Channel channel, const std::string& why) {
+  api::Log(
+      "warning", "kernel_connection_reset",
+      {{"session_id", id}, {"channel", std::string(jupyter::ChannelName(channel))}, {"why", why}});
+  // Every client is told: what it was waiting for may have been lost.
+  auto it = kernels_.find(id);
+  if (it == kernels_.end()) return;
+  auto clients = it->second.clients;
+  for (auto& [n, socket] : clients) Refuse(*socket, json::object(), why);
 }
 
 void Relay::Deliver(api::WebSocket& socket, const std::string& channel, const jupyter::Message& m) {

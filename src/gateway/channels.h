@@ -47,6 +47,8 @@ class Relay final : public session::KernelListener {
   void OnKernelEnded(const std::string& id) override;
   void OnKernelDropped(const std::string& id, jupyter::Channel channel,
                        const std::string& why) override;
+  void OnKernelReset(const std::string& id, jupyter::Channel channel,
+                     const std::string& why) override;
 
  private:
   struct Entry {
@@ -55,6 +57,7 @@ class Relay final : public session::KernelListener {
     // Sent while the kernel was starting (or restarting): relayed once it
     // is ready, in order.
     std::vector<std::pair<uint64_t, std::string>> waiting;
+    size_t waiting_bytes = 0;  // of `waiting`: bounded (kMaxWaitingBytes)
     std::string last_activity;
     bool restarting = false;
   };

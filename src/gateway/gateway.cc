@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -86,6 +87,8 @@ class Gateway final : public api::Extension {
     }
     context.verify_timeout = services.verify_timeout;
     context.interrupt_grace = options_.interrupt_grace;
+    context.max_message_bytes =
+        std::max(static_cast<int64_t>(options_.max_message_bytes), session::kMinKernelMessageBytes);
     context.listener = &relay_;
     runtime_root_ = context.runtime_root;
     services.python = session::MakeKernelFactory(context);

@@ -1,8 +1,28 @@
 #include "jupyter/execute.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include "sys/json_text.h"
 
 namespace cordon::jupyter {
+namespace {
+
+// Room for the truncation marker and a note after the kept output.
+constexpr size_t kNoteRoom = 512;
+
+// Appends without letting the capacity pass what the budget can need: a
+// doubling std::string would hold 16 MiB (and copy 8 into it) for a 10 MiB
+// budget, and a marker appended at the end would double it again.
+void Append(std::string& into, std::string_view text, size_t budget) {
+  if (into.size() + text.size() > into.capacity()) {
+    size_t want = std::max(into.size() + text.size(), 2 * into.capacity());
+    into.reserve(std::min(want, std::max(budget, into.size() + text.size()) + kNoteRoom));
+  }
+  into.append(text);
+}
+
+}  // namespace
 
 std::string TruncationMarker(size_t budget) {
   return "\n[cordon: output truncated at the budget of " + std::to_string(budget) + " bytes]\n";
@@ -46,9 +66,9 @@ bool ExecuteCollector::Feed(Channel channel, const Message& m) {
       // nothing (a later small output must not look like it followed).
       size_t room = output_.truncated ? 0 : budget_ - spent_;
       if (Spend(text.size())) {
-        into += text;
+        Append(into, text, budget_);
       } else {
-        into += text.substr(0, room);
+        Append(into, std::string_view(text).substr(0, room), budget_);
         spent_ += room;
       }
     } else if (type == "execute_result" || type == "display_data") {

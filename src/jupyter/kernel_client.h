@@ -3,8 +3,19 @@
 // (wire.h) before it reaches the handler; one that fails is dropped and
 // reported. Nothing blocks: sends are non-blocking, receives happen when the
 // reactor says a socket is ready.
+//
+// Memory: what the daemon holds of a kernel's output is bounded, whatever
+// the kernel sends. libzmq's I/O thread reads ahead of the daemon into a
+// queue of at most ClientOptions::receive_queue messages per socket (its
+// default, 1000, held a gigabyte of a flooding kernel's 1 MiB messages);
+// past it the kernel's own queue fills, in the kernel's memory, and its PUB
+// socket drops. A frame over ClientOptions::max_message_bytes ends the
+// connection (ZMQ_MAXMSGSIZE: libzmq would otherwise allocate whatever size
+// the peer announces); the socket connects again by itself, and `on_reset`
+// says that messages were lost.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,6 +42,16 @@ class ZmqContext final {
   void* ctx_;
 };
 
+struct ClientOptions {
+  // Messages libzmq may hold per socket before the daemon reads them.
+  int receive_queue = 4;
+  // A larger frame from the kernel ends that connection (it is made again).
+  int64_t max_message_bytes = int64_t{64} << 20;
+  // A connection (not heartbeat) to the kernel ended: a frame over
+  // max_message_bytes, or the kernel's end. What was in flight is lost.
+  std::function<void(Channel)> on_reset;
+};
+
 // Handlers run on the reactor and must not destroy the client they belong
 // to (post that to the loop instead).
 class KernelClient final {
@@ -43,7 +64,8 @@ class KernelClient final {
 
   static sys::Result<std::unique_ptr<KernelClient>> Connect(
       sys::Reactor& reactor, ZmqContext& context, const Connection& connection,
-      OnMessage on_message, OnDropped on_dropped, OnHeartbeat on_heartbeat = {});
+      OnMessage on_message, OnDropped on_dropped, OnHeartbeat on_heartbeat = {},
+      ClientOptions options = {});
   ~KernelClient();
   KernelClient(const KernelClient&) = delete;
   KernelClient& operator=(const KernelClient&) = delete;
@@ -61,10 +83,17 @@ class KernelClient final {
 
  private:
   struct Socket;
-  KernelClient(sys::Reactor& reactor, std::string key, OnMessage on_message, OnDropped on_dropped,
-               OnHeartbeat on_heartbeat);
+  KernelClient(sys::Reactor& reactor, ZmqContext& context, Connection connection,
+               OnMessage on_message, OnDropped on_dropped, OnHeartbeat on_heartbeat,
+               ClientOptions options);
+  // Makes, connects and watches the socket of `channel`.
+  sys::Result<void> Open(Channel channel);
+  void Close(Channel channel);
   void Drain(Channel channel);
   void Resume();
+  // Reads a socket monitor's events; on ZMQ_EVENT_DISCONNECTED the socket
+  // is made again and on_reset runs.
+  void Monitor(Channel channel);
 
   // A kernel that floods must not keep the loop to itself: Drain handles
   // at most this many messages, or the first message that takes it past
@@ -73,11 +102,14 @@ class KernelClient final {
   static constexpr size_t kBatchBytes = 1 << 20;
 
   sys::Reactor& reactor_;
+  ZmqContext& context_;
+  Connection connection_;
   std::string key_;
   std::string session_;
   OnMessage on_message_;
   OnDropped on_dropped_;
   OnHeartbeat on_heartbeat_;
+  ClientOptions options_;
   std::map<Channel, std::unique_ptr<Socket>> sockets_;
   // Readable while a channel that hit kBatch waits in `backlog_`: ZMQ_FD
   // only signals new events, so a yielded socket with messages left would

@@ -1,5 +1,7 @@
 #include "run/capture.h"
 
+#include <algorithm>
+
 namespace cordon::run {
 namespace {
 
@@ -46,6 +48,15 @@ std::string_view Capture::Keep(std::string_view bytes) {
     truncated_ = true;
   }
   size_t before = kept_.size();
+  // Grown geometrically as a string does, but never past the cap: a 10 MiB
+  // cap costs 10 MiB, not the 16 MiB that doubling would reach. (reserve()
+  // itself doubles at least, so the last step is made by hand.)
+  if (before + take > kept_.capacity() && 2 * kept_.capacity() > limit_) {
+    std::string grown;
+    grown.reserve(std::max(limit_, before + take));
+    grown.append(kept_);
+    kept_.swap(grown);
+  }
   kept_.append(bytes.substr(0, take));
   return std::string_view(kept_).substr(before);
 }

@@ -1,6 +1,7 @@
 // One captured output stream with a byte cap. Past the cap, bytes are
 // counted and discarded, never buffered, so memory stays bounded however
-// much the child writes. The kept bytes end on a UTF-8 character boundary:
+// much the child writes: the buffer's capacity never exceeds the cap
+// either. The kept bytes end on a UTF-8 character boundary:
 // a multi-byte character is never cut in half, at the cap or between chunks.
 #pragma once
 
@@ -24,6 +25,8 @@ class Capture final {
   std::string_view Finish();
 
   const std::string& data() const { return kept_; }
+  // Moves the kept bytes out (for the result: one copy of them, not two).
+  std::string Take() { return std::move(kept_); }
   bool truncated() const { return truncated_; }
   uint64_t total_bytes() const { return total_; }  // produced, kept or not
 

@@ -71,6 +71,31 @@ TEST(CaptureTest, InvalidUtf8NeverProducesInvalidJson) {
   EXPECT_EQ(parsed["stdout"], "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes \xEF\xBF\xBD");
 }
 
+TEST(CaptureTest, ItsBufferNeverGrowsPastTheCap) {
+  // What a flooding child costs the daemon: the cap, not the next power of
+  // two above it (a 10 MiB cap would otherwise reach 16 MiB).
+  const size_t cap = 10 << 20;
+  Capture c(cap);
+  std::string chunk(64 * 1024, 'y');
+  for (int i = 0; i < 200; ++i) c.Append(chunk);
+  EXPECT_TRUE(c.truncated());
+  EXPECT_EQ(c.data().size(), cap);
+  EXPECT_LE(c.data().capacity(), cap);
+  EXPECT_EQ(c.total_bytes(), 200u * chunk.size());
+  std::string taken = c.Take();
+  EXPECT_EQ(taken.size(), cap);
+}
+
+TEST(CaptureTest, AResultsJsonLineIsItsJsonTextAndANewline) {
+  RunResult r;
+  r.out.data = std::string(100000, 'y') + "\n\xFF\x01 \"q\"";
+  r.err.data = "bad \xC3";
+  nlohmann::json value = ToJson(r);
+  for (size_t expected : {size_t{0}, size_t{16}, size_t{1} << 20}) {
+    EXPECT_EQ(sys::JsonLine(value, expected), sys::JsonText(value) + "\n");
+  }
+}
+
 TEST(BoundaryTest, Helpers) {
   EXPECT_EQ(CompletePrefix("abc"), 3u);
   EXPECT_EQ(CompletePrefix("ab\xE2\x82"), 2u);

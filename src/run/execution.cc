@@ -348,8 +348,8 @@ void Execution::Finish() {
       r.usage.cpu_system_ms = static_cast<int64_t>(cpu->system_us / 1000);
     }
   }
-  r.out = StreamResult{out_.capture.data(), out_.capture.truncated(), out_.capture.total_bytes()};
-  r.err = StreamResult{err_.capture.data(), err_.capture.truncated(), err_.capture.total_bytes()};
+  r.out = StreamResult{out_.capture.Take(), out_.capture.truncated(), out_.capture.total_bytes()};
+  r.err = StreamResult{err_.capture.Take(), err_.capture.truncated(), err_.capture.total_bytes()};
 
   // Release: the cgroups go and the grant is `released` only after death
   // was verified; otherwise the grant stays active, naming its survivors.

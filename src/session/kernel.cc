@@ -20,6 +20,41 @@ using jupyter::Channel;
 constexpr std::chrono::milliseconds kInfoRetry{200};
 constexpr size_t kTailBytes = 2048;
 
+// What `python -c` runs: ipykernel_launcher's two steps (cwd off sys.path
+// while ipykernel loads; IPython puts it back), after making OutStream
+// publish at most CHUNK characters per message. ipykernel 6 buffers what
+// is written for 0.2 s and sends it as one message; a print loop makes
+// those hundreds of megabytes, which the kernel, then the daemon, would
+// each hold whole. A write is cut into chunks, and a full buffer is
+// flushed at once: flush() waits for the I/O thread to send it, so a
+// flooding writer goes at the pace of its own I/O thread.
+constexpr const char* kLauncher = R"py(import sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]
+from ipykernel import iostream, kernelapp
+def _cordon_chunked(write, chunk):
+    def write_chunked(self, string):
+        if not isinstance(string, str):
+            return write(self, string)
+        for i in range(0, max(len(string), 1), chunk):
+            write(self, string[i:i + chunk])
+            with self._buffer_lock:
+                full = self._buffer.tell() >= chunk
+            if full:
+                self.flush()
+        return len(string)
+    return write_chunked
+iostream.OutStream.write = _cordon_chunked(iostream.OutStream.write, CHUNK)
+del _cordon_chunked
+kernelapp.launch_new_instance()
+)py";
+
+std::string Launcher() {
+  std::string code = kLauncher;
+  code.replace(code.find("CHUNK)"), 5, std::to_string(kStreamChunk));
+  return code;
+}
+
 int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
@@ -81,7 +116,7 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
   spec.stdin_bytes.reset();
   spec.limits.timeout_ms.reset();
   spec.limits.grace_ms = 0;  // a teardown kills at once, as for a shell
-  spec.argv = {context.python, "-m", "ipykernel_launcher"};  // completed below
+  spec.argv = {context.python, "-Xfrozen_modules=off", "-c", Launcher()};  // completed below
 
   auto grant = contain::Acquire(spec, *context.probe, *context.store);
   if (!grant) return std::unexpected(grant.error());
@@ -117,8 +152,8 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
   }
   spec.argv = {context.python,
                "-Xfrozen_modules=off",
-               "-m",
-               "ipykernel_launcher",
+               "-c",
+               Launcher(),
                "-f",
                kernel_dir + "/connection.json",
                "--ipython-dir=" + kernel_dir + "/ipython"};
@@ -126,6 +161,9 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
   SetEnv(spec, "JUPYTER_DATA_DIR", kernel_dir + "/data");
 
   Kernel* self = k.get();
+  jupyter::ClientOptions client_options;
+  client_options.max_message_bytes = context.max_message_bytes;
+  client_options.on_reset = [self](Channel ch) { self->OnReset(ch); };
   auto client = jupyter::KernelClient::Connect(
       *context.reactor, *context.zmq, *connection,
       [self](Channel ch, const jupyter::Message& m) { self->OnMessage(ch, m); },
@@ -135,7 +173,7 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
           self->context_.listener->OnKernelDropped(self->session_id_, ch, why);
         }
       },
-      [self] { self->ping_outstanding_ = false; });
+      [self] { self->ping_outstanding_ = false; }, std::move(client_options));
   if (!client) {
     (void)context.store->RecordRelease(grant->id, "setup_failed", nlohmann::json::object(), true);
     if (grant->cgroups) (void)grant->cgroups->Remove();
@@ -187,6 +225,7 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
   if (phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
   const std::string type = m.msg_type();
   if (channel == Channel::kIopub) {
+    last_iopub_ = Clock::now();
     // The daemon's own kernel_info_requests (readiness retries that the
     // kernel may still be answering) do not make it look busy.
     if (type == "status" && !info_requests_.contains(m.parent_msg_id())) {
@@ -223,7 +262,12 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
       (void)execution_->Interrupt(SIGINT);
     }
   }
+  if (!probe_.empty() && m.parent_msg_id() == probe_ && OnProbe(channel, type)) return;
   if (collector_ && (phase_ == Phase::kRunning || phase_ == Phase::kDraining)) {
+    // After a gap nothing more is kept (it would look as if it followed).
+    const bool output = type == "stream" || type == "display_data" || type == "execute_result" ||
+                        type == "update_display_data";
+    if (output_lost_ && channel == Channel::kIopub && output) return;
     if (collector_->Feed(channel, m)) return Finish();
     if (collector_->over_budget() && phase_ == Phase::kRunning) {
       Drain(request_.grace,
@@ -250,9 +294,21 @@ void Kernel::Heartbeat() {
       return Escalate("the kernel stopped answering its heartbeat for " +
                       std::to_string(context_.heartbeat_timeout.count()) + " ms");
     }
-  } else if (client_->Ping()) {
+  } else {
+    // Outstanding before the send: Ping() reads what is there at once, and
+    // the echo may already be (a loaded machine preempts the daemon between
+    // the two), whose handler must find the flag set to clear it.
     ping_outstanding_ = true;
     ping_sent_ = Clock::now();
+    if (!client_->Ping()) ping_outstanding_ = false;
+  }
+  // Busy, but nothing published for a while: its `idle` may have been
+  // dropped (ZeroMQ drops past the high-water mark when the daemon reads
+  // slower than a flooding kernel writes). A probe finds out; for a kernel
+  // that is only computing it waits its turn on shell, harmlessly.
+  if ((running() || busy_hint_ || execution_state_ == "busy") &&
+      Clock::now() - last_iopub_ >= context_.heartbeat_interval) {
+    Probe();
   }
   heartbeat_->Set(context_.heartbeat_interval, [this] { Heartbeat(); });
 }
@@ -264,6 +320,8 @@ void Kernel::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
   timed_out_ = false;
   begun_ = false;
   interrupt_due_ = false;
+  output_lost_ = false;
+  lost_why_.clear();
   exec_started_ = Clock::now();
   jupyter::Message m =
       client_->Make("execute_request", {{"code", request_.command},
@@ -290,6 +348,10 @@ ExecResult Kernel::TakeResult() {
     r.kernel.emplace();
   }
   if (r.kernel->status.empty()) r.kernel->status = "error";
+  if (output_lost_) {
+    r.kernel->truncated = true;
+    r.kernel->stdout_text += "\n[cordon: output cut: " + lost_why_ + "]\n";
+  }
   r.timed_out = timed_out_;
   r.duration_ms = MsSince(exec_started_);
   return r;
@@ -412,6 +474,68 @@ void Kernel::OnDone(run::RunResult run) {
   }
   if (context_.listener) context_.listener->OnKernelEnded(session_id_);
   events_.ended(std::move(ended));
+}
+
+void Kernel::OnReset(Channel channel) {
+  if (phase_ == Phase::kStarting || phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
+  const std::string why =
+      "the kernel's " + std::string(jupyter::ChannelName(channel)) +
+      " connection was reset, and what was in flight on it was lost (a message over " +
+      std::to_string(context_.max_message_bytes) +
+      " bytes, the larger of --max-message-size and 64 MiB, ends its connection; or the "
+      "kernel was ending)";
+  if (context_.listener && Clock::now() - reset_noticed_ >= std::chrono::seconds(1)) {
+    reset_noticed_ = Clock::now();
+    context_.listener->OnKernelReset(session_id_, channel, why);
+  }
+  if (collector_ && running() && !output_lost_) {
+    output_lost_ = true;
+    lost_why_ = why;
+    // As at the budget: interrupted, and given the grace to be idle again.
+    // Its execute_input may have been among the lost: SIGINT goes now, and
+    // again if that execute_input still comes (Drain leaves it due).
+    if (phase_ == Phase::kRunning) {
+      if (!begun_) (void)execution_->Interrupt(SIGINT);
+      Drain(request_.grace,
+            "the kernel did not come back to idle within the grace after its output was cut "
+            "(a connection reset) and it was interrupted");
+    }
+  }
+  Probe();
+}
+
+void Kernel::Probe() {
+  if (!probe_.empty()) return;
+  jupyter::Message probe = client_->Make("kernel_info_request");
+  probe_ = probe.msg_id();
+  probe_for_ = collector_ && running() ? collector_->msg_id() : "";
+  probe_replied_ = probe_published_ = false;
+  if (!client_->Send(Channel::kShell, probe)) {
+    probe_.clear();
+    probe_for_.clear();
+  }
+}
+
+bool Kernel::OnProbe(Channel channel, const std::string& type) {
+  if (channel == Channel::kShell && type == "kernel_info_reply") probe_replied_ = true;
+  if (channel == Channel::kIopub && type == "status") probe_published_ = true;
+  // After a reset iopub itself may have lost the probe's statuses: its
+  // reply (shell, after the execution's own) is enough then.
+  if (!probe_replied_ || !(probe_published_ || output_lost_)) return false;
+  const bool ends_exec = collector_ && running() && collector_->msg_id() == probe_for_;
+  probe_.clear();
+  probe_for_.clear();
+  if (!ends_exec) return false;
+  if (!output_lost_ && !collector_->complete()) {
+    // Its reply or its idle never came: the kernel dropped them, as a PUB
+    // socket does past its high-water mark when the reader is slower.
+    output_lost_ = true;
+    lost_why_ =
+        "the kernel published faster than the daemon could read, and dropped messages "
+        "(its `idle` among them): output may be missing";
+  }
+  Finish();
+  return true;
 }
 
 void Kernel::RetryRelease(std::function<void(const contain::Release&)> retried) {

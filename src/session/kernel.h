@@ -11,10 +11,22 @@
 // while the kernel lives; a kernel that stops answering it for
 // heartbeat_timeout, or whose process exits, is dead.
 //
+// Output floods: the kernel is started with its stdout/stderr streams
+// publishing at most kStreamChunk characters per message (ipykernel would
+// otherwise send whatever was written in 0.2 s as one message, hundreds of
+// megabytes in a print loop), and the daemon holds a few messages of it at
+// a time (jupyter::ClientOptions). A message over max_message_bytes ends
+// its connection instead: the execution's output is then cut there,
+// `truncated`, with a note saying so, and the kernel is interrupted as at
+// the budget; a kernel_info_request, answered on shell after the
+// execution, tells when it is over if its idle status was among the lost.
+//
 // Built into cordon_jupyter (libzmq), not into the static `cordon`.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,7 +61,18 @@ class KernelListener {
   // A message from the kernel failed verification and was dropped.
   virtual void OnKernelDropped(const std::string& session_id, jupyter::Channel channel,
                                const std::string& why) = 0;
+  // A connection to the kernel was reset: messages on it were lost.
+  virtual void OnKernelReset(const std::string& session_id, jupyter::Channel channel,
+                             const std::string& why) = 0;
 };
+
+// The most characters ipykernel's stdout/stderr put in one stream message
+// (the kernel flushes when its buffer reaches it).
+inline constexpr size_t kStreamChunk = 256 << 10;
+
+// The least KernelContext::max_message_bytes is: rich outputs (an image, a
+// table) are larger than any stream message.
+inline constexpr int64_t kMinKernelMessageBytes = int64_t{64} << 20;
 
 struct KernelContext {
   sys::Reactor* reactor = nullptr;
@@ -69,6 +92,10 @@ struct KernelContext {
   // before it is torn down.
   std::chrono::milliseconds interrupt_grace{10000};
   std::string python = "/usr/bin/python3";
+  // A larger message from the kernel ends its connection: the larger of
+  // --max-message-size and kMinKernelMessageBytes (the relay refuses, whole,
+  // what is over the former; this bounds what the daemon takes in at all).
+  int64_t max_message_bytes = kMinKernelMessageBytes;
   KernelListener* listener = nullptr;  // optional
 };
 
@@ -124,6 +151,10 @@ class Kernel final : public Runtime {
   void OnDeadline();
   void Escalate(const std::string& why);
   void OnDone(run::RunResult result);
+  void OnReset(jupyter::Channel channel);
+  void Probe();
+  // A message of the probe arrived; true when it ended the execution.
+  bool OnProbe(jupyter::Channel channel, const std::string& type);
   ExecResult TakeResult();
 
   KernelContext context_;
@@ -153,6 +184,19 @@ class Kernel final : public Runtime {
   bool timed_out_ = false;
   bool begun_ = false;          // its execute_input arrived: the kernel handles SIGINT now
   bool interrupt_due_ = false;  // the deadline or budget came before that
+  bool output_lost_ = false;    // a reset or the kernel's drops while it ran: a gap
+  std::string lost_why_;
+  // A kernel_info_request the daemon sent to find out where the kernel is
+  // (after a reset, or while it looks busy but publishes nothing), and the
+  // execution it was sent during ("" for none). Shell requests are handled
+  // in order, and iopub is ordered: once its reply and one of its statuses
+  // arrived, everything of that execution has arrived or was dropped.
+  std::string probe_;
+  std::string probe_for_;
+  bool probe_replied_ = false;
+  bool probe_published_ = false;
+  std::chrono::steady_clock::time_point last_iopub_{};
+  std::chrono::steady_clock::time_point reset_noticed_{};
   std::chrono::steady_clock::time_point exec_started_;
 };
 

@@ -1,12 +1,26 @@
 #include "store/sqlite.h"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace cordon::store {
 namespace {
 
-sys::Error SqlError(sqlite3* db, std::string_view what) {
-  return sys::Error("sqlite " + std::string(what) + ": " + sqlite3_errmsg(db), EIO);
+// The errno an SQLite failure stands for: ENOSPC or EDQUOT when the store's
+// filesystem is full (SQLITE_FULL, or a write that failed with one), so
+// that the layers above can say so; EIO otherwise.
+int ErrnoOf(sqlite3* db, int rc) {
+  int os = sqlite3_system_errno(db);
+  if (os == ENOSPC || os == EDQUOT) return os;
+  if ((rc & 0xff) == SQLITE_FULL || (sqlite3_errcode(db) & 0xff) == SQLITE_FULL) return ENOSPC;
+  return EIO;
+}
+
+sys::Error SqlError(sqlite3* db, std::string_view what, int rc) {
+  // A statement is named by its head ("INSERT INTO grants"), not its text.
+  what = what.substr(0, std::min(what.find('('), size_t{48}));
+  while (!what.empty() && what.back() == ' ') what.remove_suffix(1);
+  return sys::Error("sqlite " + std::string(what) + ": " + sqlite3_errmsg(db), ErrnoOf(db, rc));
 }
 
 }  // namespace
@@ -42,7 +56,7 @@ sys::Result<bool> Statement::Step() {
   int rc = sqlite3_step(stmt_.get());
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return std::unexpected(SqlError(db_, sqlite3_sql(stmt_.get())));
+  return std::unexpected(SqlError(db_, sqlite3_sql(stmt_.get()), rc));
 }
 
 sys::Result<void> Statement::Run() {
@@ -73,7 +87,7 @@ sys::Result<Database> Database::Open(const std::string& path) {
   Database db(raw);
   if (rc != SQLITE_OK) {
     std::string msg = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
-    return sys::Fail("sqlite open(\"" + path + "\"): " + msg, EIO);
+    return sys::Fail("sqlite open(\"" + path + "\"): " + msg, raw ? ErrnoOf(raw, rc) : EIO);
   }
   sqlite3_busy_timeout(raw, 10000);
   // Every `cordon run` opens and closes the store. By default the last
@@ -96,7 +110,7 @@ sys::Result<Database> Database::Open(const std::string& path) {
 sys::Result<Statement> Database::Prepare(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db_.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
-  if (rc != SQLITE_OK) return std::unexpected(SqlError(db_.get(), "prepare"));
+  if (rc != SQLITE_OK) return std::unexpected(SqlError(db_.get(), "prepare", rc));
   return Statement(db_.get(), stmt);
 }
 
@@ -107,7 +121,7 @@ sys::Result<void> Database::Exec(std::string_view sql) {
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
-    return sys::Fail("sqlite exec: " + msg, EIO);
+    return sys::Fail("sqlite exec: " + msg, ErrnoOf(db_.get(), rc));
   }
   return {};
 }

@@ -12,4 +12,21 @@ inline std::string JsonText(const nlohmann::json& value, int indent = -1) {
   return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The same text and a newline, written into one buffer reserved up front for
+// `expected` bytes (with room for an HTTP chunk's framing besides). For a
+// large value, a run's captured output, dump() would copy the text at every
+// doubling of its string and once more for the newline; here it is written
+// once, and pages of the reservation left unwritten cost no memory. (The
+// serializer is nlohmann's detail API, the one dump() itself uses.)
+inline std::string JsonLine(const nlohmann::json& value, size_t expected) {
+  std::string text;
+  text.reserve(expected + 32);
+  nlohmann::detail::serializer<nlohmann::json> serializer(
+      nlohmann::detail::output_adapter<char, std::string>(text), ' ',
+      nlohmann::json::error_handler_t::replace);
+  serializer.dump(value, false, false, 0);
+  text.push_back('\n');
+  return text;
+}
+
 }  // namespace cordon::sys

@@ -255,3 +255,160 @@ class Daemon:
             self.log.close()
         check_sanitizer_log(self.log_path)
         return status
+
+
+# --- For the benchmarks (bench/): what a daemon holds, read from /proc and
+# its state directory. Nothing here signals or changes anything. ---
+
+def proc_status(pid):
+    """/proc/<pid>/status as {key: text}, with the Vm* and Rss* sizes as
+    bytes (ints); {} once the process is gone."""
+    out = {}
+    for line in read_proc(pid, "status").decode(errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if value.endswith(" kB"):
+            out[key] = int(value[:-3]) * 1024
+        else:
+            out[key] = value
+    return out
+
+
+def open_fds(pid):
+    """How many descriptors `pid` has open."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+class PeakSampler:
+    """Samples a process's VmRSS every `interval` seconds on a thread until
+    stop(); `peak` is the largest seen (VmHWM is the kernel's own peak)."""
+
+    def __init__(self, pid, interval=0.02):
+        import threading
+        self.pid = pid
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval):
+        while not self._stop.is_set():
+            rss = proc_status(self.pid).get("VmRSS", 0)
+            self.peak = max(self.peak, rss)
+            self.samples += 1
+            self._stop.wait(interval)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def cgroups_beneath(cgroup_root):
+    """Every cgroup directory strictly beneath `cgroup_root`, in any
+    hierarchy (the root itself is not counted)."""
+    found = []
+    for mount in cgroup_mounts():
+        top = mount + cgroup_root
+        for directory, subdirs, _ in os.walk(top):
+            found.extend(os.path.join(directory, d) for d in subdirs)
+    return sorted(found)
+
+
+def zombies_among(pids):
+    """The pids of `pids` that are zombies (exited, not yet reaped)."""
+    out = []
+    for p in pids:
+        stat = read_proc(p, "stat").decode(errors="replace")
+        if stat and stat.rsplit(")", 1)[1].split()[0] == "Z":
+            out.append(p)
+    return out
+
+
+def children_of(pid):
+    """Direct children of `pid`, zombies included (as /proc shows them now)."""
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            stat = read_proc(int(p), "stat").decode(errors="replace")
+            if stat and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(p))
+    return out
+
+
+def held_id_leases(state_dir):
+    """The id lease files (<state>/ids/<id>.lock) that some process holds an
+    flock on now, read from /proc/locks (nothing is locked to find out)."""
+    ids = os.path.join(str(state_dir), "ids")
+    try:
+        names = os.listdir(ids)
+    except OSError:
+        return []
+    inodes = {}
+    for name in names:
+        try:
+            st = os.stat(os.path.join(ids, name))
+        except OSError:
+            continue
+        inodes[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = name
+    held = set()
+    with open("/proc/locks") as f:
+        for line in f:
+            fields = line.split()
+            # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (or "-> ..." for waiters)
+            if len(fields) < 6 or fields[1] == "->":
+                continue
+            try:
+                major, minor, ino = fields[5].split(":")
+                key = (int(major, 16), int(minor, 16), int(ino))
+            except ValueError:
+                continue
+            if key in inodes:
+                held.add(inodes[key])
+    return sorted(held)
+
+
+def store_files(state_dir):
+    """{name: bytes} of the store's files (cordon.db and its -wal, -shm)."""
+    out = {}
+    for name in ("cordon.db", "cordon.db-wal", "cordon.db-shm"):
+        try:
+            out[name] = os.path.getsize(os.path.join(str(state_dir), name))
+        except OSError:
+            pass
+    return out
+
+
+def store_query(state_dir, sql, params=()):
+    """Rows of a read-only query on the store (the daemon may be running)."""
+    import sqlite3
+    path = os.path.join(str(state_dir), "cordon.db")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+def mounts_beneath(path):
+    """Mount points at or beneath `path` (this mount namespace), deepest first."""
+    path = os.path.realpath(str(path))
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            target = line.split(" ")[4].encode().decode("unicode_escape")
+            if target == path or target.startswith(path + "/"):
+                found.append(target)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def unmount_beneath(path):
+    """Unmounts what is mounted at or beneath `path` (what a daemon under test
+    left, such as a session's workspace image); returns what is still there."""
+    for target in mounts_beneath(path):
+        subprocess.run(["umount", target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return mounts_beneath(path)
