@@ -3,9 +3,11 @@
 #   make run     build, then the main job: `cordon serve` on loopback
 #                (scripts/serve.sh); `make demo` shows `cordon run` alone
 #   make test    every suite (unit, integration, Python client, Kernel
-#                Gateway, JupyterLab's client), then every suite again
-#                under ASan + LSan + UBSan (make asan), then the fuzz
+#                Gateway, JupyterLab's client, deploy files), the host
+#                matrix's smoke in qemu (make hosts-smoke), then every suite
+#                again under ASan + LSan + UBSan (make asan), then the fuzz
 #                corpora replayed (make fuzz-replay)
+#   make test-hosts  the portable suites in every cell of the host matrix
 #   make bench   the side-by-side benchmarks (bench/)
 
 BUILD ?= build
@@ -18,11 +20,12 @@ PACKAGES := cmake ninja-build g++ make pkg-config \
 	libseccomp-dev libtomlplusplus-dev \
 	libgtest-dev libgmock-dev libzmq3-dev \
 	python3 python3-pytest python3-ipykernel python3-venv python3-setuptools python3-wheel \
-	python3-requests python3-websocket python3-jupyter-server \
+	python3-requests python3-websocket python3-jupyter-server python3-yaml python3-jsonschema \
 	util-linux procps
 BENCH_PACKAGES := hyperfine bubblewrap firejail
 
-.PHONY: deps build run demo test unit asan bench clean format jsclients fuzz-build fuzz fuzz-replay
+.PHONY: deps build run demo test unit asan bench clean format jsclients fuzz-build fuzz fuzz-replay \
+	hosts-smoke test-hosts
 
 deps:
 	@scripts/install-deps.sh $(PACKAGES)
@@ -57,6 +60,7 @@ demo: build
 
 test: build jsclients
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
+	$(MAKE) --no-print-directory hosts-smoke
 	$(MAKE) --no-print-directory asan
 	$(MAKE) --no-print-directory fuzz-replay
 
@@ -78,6 +82,25 @@ asan: deps jsclients
 		-DCORDON_NODE_MODULES=$(CURDIR)/$(JS_CLIENT_BUILD)/node_modules
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	$(SANITIZER_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 1800
+
+# The host matrix (docs/hosts.md, tests/hosts/): Debian's 5.10, 6.1 and
+# 6.12 kernels (downloaded once into $(BUILD)/hosts/kernels) booted under
+# qemu with TCG, each shaped as a kind of host (pure cgroup v2 or hybrid, the
+# daemon in a delegated service group, an unprivileged user, user namespaces
+# refused), plus this machine itself. `make hosts-smoke` (part of `make
+# test`, ~5 minutes) checks the probe's claims against observed effects and
+# runs a run, a shell and a python session and a SIGKILL + restart in every
+# cell; `make test-hosts` runs the portable suites in every cell (long:
+# TCG). A cell whose kernel cannot be had is reported skipped.
+HOSTS_PACKAGES := qemu-system-x86 busybox-static curl e2fsprogs
+
+hosts-smoke: build
+	@scripts/install-deps.sh $(HOSTS_PACKAGES)
+	BUILD=$(BUILD) /usr/bin/python3 tests/hosts/hosts.py smoke
+
+test-hosts: build
+	@scripts/install-deps.sh $(HOSTS_PACKAGES)
+	HOSTS_CONTAINER=1 BUILD=$(BUILD) /usr/bin/python3 tests/hosts/hosts.py full
 
 bench: build
 	@scripts/install-deps.sh $(BENCH_PACKAGES)

@@ -25,6 +25,8 @@ namespace cordon::api {
 struct GatewayOptions {
   size_t prespawn = 0;  // warm kernels kept ready
   std::chrono::milliseconds interrupt_grace{10000};
+  // A new kernel must answer kernel_info within this, or it is torn down.
+  std::chrono::milliseconds kernel_ready_timeout{60000};
   std::vector<std::string> env_allowlist;  // names beyond KERNEL_* that POST /api/kernels passes
   size_t max_kernels = 64;                 // live python sessions; past it 403
   uint64_t max_message_bytes = uint64_t{64} << 20;  // a websocket message, either way

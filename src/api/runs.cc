@@ -56,6 +56,7 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
           session::Error{session::Error::Kind::kInternal, std::move(why), "", nullptr}));
     }
     spec->workspace = active->scratch;
+    spec->isolation.workspace_made = true;
     // Its disk bound (a tmpfs where the state dir has no project quota);
     // admission observes it. Where bounding failed, admission is told why.
     if (spec->limits.disk_bytes || spec->limits.disk_inodes) {

@@ -1,12 +1,14 @@
 #include "api/serve.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
 #include "api/log.h"
+#include "contain/cgroup_leaf.h"
 
 namespace cordon::api {
 namespace {
@@ -44,9 +46,30 @@ void RaiseOpenFilesLimit(const HttpLimits& http) {
   }
 }
 
+// On a pure cgroup v2 host the daemon moves itself into a leaf of the group
+// it was started in (a systemd service's delegated group, a container's
+// cgroup namespace root), so that the sandboxes' groups beside it can have
+// controllers (DESIGN.md §5; contain/cgroup_leaf.h). Before anything plans
+// cgroups: the probe in Daemon::Start then plans from the new cgroup root.
+// An operator's --cgroup-root is left as it is.
+void MoveIntoLeaf(DaemonOptions& options) {
+  if (options.cgroup_root) return;
+  auto layout = contain::DiscoverCgroupLayout();
+  if (!layout) return;  // the probe reports an unreadable layout itself
+  contain::LeafMove leaf = contain::MoveIntoLeaf(*layout, ::getpid());
+  if (leaf.moved) {
+    Log("info", "cgroup_leaf",
+        {{"leaf", leaf.leaf}, {"cgroup_root", *leaf.cgroup_root}, {"message", leaf.note}});
+    options.cgroup_root = leaf.cgroup_root;
+  } else if (leaf.needed) {
+    Log("warning", "cgroup_leaf", {{"message", leaf.note}});
+  }
+}
+
 }  // namespace
 
 int Serve(DaemonOptions options) {
+  MoveIntoLeaf(options);
   RaiseOpenFilesLimit(options.http);
   boost::asio::io_context io(1);
   // Blocked signals are not handled until the loop runs; Asio's handler

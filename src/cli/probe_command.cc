@@ -40,6 +40,13 @@ int Execute(const ProbeArgs& a) {
                 s.enforceable ? "enforced" : "degraded",
                 s.mechanism.empty() ? "-" : s.mechanism.c_str(), detail.c_str());
   }
+  // How a run's tree is killed at its end (DESIGN.md §4.5).
+  auto teardown = [&](bool isolated) {
+    const std::string& t = probe->StatusFor(contain::Capability::kProcessTree, isolated).teardown;
+    return t.empty() ? std::string("-") : t;
+  };
+  std::printf("\nteardown: %s (without isolation: %s)\n", teardown(true).c_str(),
+              teardown(false).c_str());
   const contain::IsolationSupport& iso = probe->isolation;
   std::printf("\nisolation:\n  namespaces: %s\n  landlock: %s\n  seccomp: %s\n  ids: %s\n",
               iso.namespaces.available ? "yes" : ("no: " + iso.namespaces.problem).c_str(),

@@ -456,8 +456,9 @@ Command AddRunCommand(CLI::App& app) {
       "refusing");
   opt("--isolation", a.isolation,
       "none: limits and teardown only; standard (default): user, mount, pid, network, IPC and "
-      "UTS namespaces, a built filesystem view, seccomp, Landlock, no privileges; strict: "
-      "standard and no raw sockets or unusual socket families")
+      "UTS namespaces, a built filesystem view, seccomp (sockets: Unix, IP and route netlink "
+      "only; no raw, packet or ping sockets), Landlock, no privileges; strict: standard and no "
+      "netlink, no raw socket of any family")
       ->type_name("LEVEL");
   opt("--network", a.network,
       "none (default): only a private loopback; host: share the host's network (loud: it is "

@@ -37,7 +37,8 @@ struct ServeArgs {
               max_connections = "1024", ws_ping_interval = "30", ws_idle_timeout = "120";
   std::string max_sessions = "64", max_runs = "32";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
-  std::string prespawn = "0", interrupt_grace = "10", max_kernels = "64", max_message = "64M";
+  std::string prespawn = "0", interrupt_grace = "10", kernel_ready_timeout = "60",
+              max_kernels = "64", max_message = "64M";
   std::vector<std::string> kernel_env;
   // The bounds of every run and session: defaults and ceilings.
   std::string default_memory = "1G", default_pids = "512", default_cpu = "1", default_disk = "10G",
@@ -182,6 +183,8 @@ int Execute(const ServeArgs& a) {
        [&](int64_t v) { o.gateway.prespawn = static_cast<size_t>(v); }},
       {"--interrupt-grace", a.interrupt_grace, ParseDurationMs, false,
        [&](int64_t v) { o.gateway.interrupt_grace = std::chrono::milliseconds(v); }},
+      {"--kernel-ready-timeout", a.kernel_ready_timeout, ParseDurationMs, false,
+       [&](int64_t v) { o.gateway.kernel_ready_timeout = std::chrono::milliseconds(v); }},
       {"--max-kernels", a.max_kernels, ParseCount, false,
        [&](int64_t v) { o.gateway.max_kernels = static_cast<size_t>(v); }},
       {"--max-message-size", a.max_message, ParseSize, false,
@@ -351,6 +354,10 @@ Command AddServeCommand(CLI::App& app) {
   opt("--interrupt-grace", a.interrupt_grace,
       "After POST /api/kernels/{id}/interrupt, how long a busy kernel has to become idle "
       "before it is torn down (default 10)")
+      ->type_name("SEC");
+  opt("--kernel-ready-timeout", a.kernel_ready_timeout,
+      "How long a new python kernel has to answer kernel_info before its session fails and "
+      "the kernel is torn down (default 60; raise it on slow or emulated hosts)")
       ->type_name("SEC");
   opt("--max-kernels", a.max_kernels,
       "Live python sessions at once; POST /api/kernels past it is 403 (default 64)")

@@ -10,6 +10,18 @@
 
 namespace cordon::contain {
 
+std::string_view GroupKillName(GroupKill kill) {
+  switch (kill) {
+    case GroupKill::kCgroupKill:
+      return "cgroup.kill";
+    case GroupKill::kFreezeKill:
+      return "cgroup.freeze+kill";
+    case GroupKill::kEach:
+      return "kill_each";
+  }
+  return "kill_each";
+}
+
 sys::Result<CgroupDir> CgroupDir::Create(const std::string& parent, const std::string& name) {
   std::string path = parent + "/" + name;
   if (::mkdir(path.c_str(), 0755) != 0) return sys::FailErrno("mkdir(\"" + path + "\")");
@@ -25,6 +37,12 @@ sys::Result<CgroupDir> CgroupDir::Open(const std::string& path) {
 
 bool CgroupDir::Has(const std::string& file) const {
   return ::faccessat(fd_.get(), file.c_str(), F_OK, 0) == 0;
+}
+
+GroupKill CgroupDir::Kill() const {
+  if (Has("cgroup.kill")) return GroupKill::kCgroupKill;
+  if (Has("cgroup.freeze")) return GroupKill::kFreezeKill;
+  return GroupKill::kEach;
 }
 
 sys::Result<std::string> CgroupDir::Read(const std::string& file) const {

@@ -14,6 +14,22 @@
 
 namespace cordon::contain {
 
+// How a group's processes can all be killed, from the control files it has.
+enum class GroupKill {
+  // cgroup.kill (v2, Linux 5.14+): SIGKILL to every member at once.
+  kCgroupKill,
+  // cgroup.freeze (v2, Linux 5.2+): the group is frozen, so that no member
+  // runs (nor forks) any more, then each member gets SIGKILL, which ends a
+  // frozen process too; repeated until none is left.
+  kFreezeKill,
+  // Neither (a v1 group, or v2 before 5.2): each member gets SIGKILL as it
+  // is found, until none is left.
+  kEach,
+};
+
+// "cgroup.kill", "cgroup.freeze+kill", "kill_each".
+std::string_view GroupKillName(GroupKill kill);
+
 class CgroupDir final {
  public:
   // mkdir(parent/name) and open it; fails with EEXIST if it is already there.
@@ -26,6 +42,8 @@ class CgroupDir final {
   int fd() const { return fd_.get(); }
 
   bool Has(const std::string& file) const;
+  // The strongest GroupKill this group's control files allow.
+  GroupKill Kill() const;
   sys::Result<std::string> Read(const std::string& file) const;
   sys::Result<void> Write(const std::string& file, std::string_view value) const;
   // The value of `key` in a flat keyed file ("oom_kill 3" in memory.events).

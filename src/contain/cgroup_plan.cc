@@ -132,16 +132,29 @@ void Planner::PlanV2(const Hierarchy& h, const PlanOptions& options, CgroupPlan&
                                      : "");
     return;
   }
-  if (!host_.Exists(parent + "/cgroup.kill")) {
-    plan.v2_problem =
-        "cgroup v2 at " + h.mount_point + " has no cgroup.kill (needs Linux 5.14 or later)";
-    return;
-  }
   if (!host_.Writable(parent + "/cgroup.procs")) {
     plan.v2_problem = "cannot write " + parent + "/cgroup.procs";
     return;
   }
   plan.v2_parent = parent;
+  // cgroup.kill is for teardown only: without it (Linux 5.10, say) the
+  // groups still hold the tree and its limits, and teardown freezes them.
+  // (Grant groups get the same control files as their parent.)
+  if (host_.Exists(parent + "/cgroup.kill")) {
+    plan.v2_kill = GroupKill::kCgroupKill;
+  } else if (host_.Exists(parent + "/cgroup.freeze")) {
+    plan.v2_kill = GroupKill::kFreezeKill;
+    plan.notes.push_back("cgroup v2 at " + h.mount_point +
+                         " has no cgroup.kill (Linux 5.14 or later): a tree is torn down by "
+                         "freezing its group (cgroup.freeze) and killing each member, or through "
+                         "its pid namespace");
+  } else {
+    plan.v2_kill = GroupKill::kEach;
+    plan.notes.push_back("cgroup v2 at " + h.mount_point +
+                         " has neither cgroup.kill (Linux 5.14) nor cgroup.freeze (5.2): a "
+                         "tree's members are killed one by one, which a fork loop can outrun; "
+                         "only a pid namespace holds the tree");
+  }
   // A hybrid host's v2 tree has no controllers at all: nothing to prepare.
   std::set<std::string> in_tree = ReadWords(h.mount_point + "/cgroup.controllers");
   bool tree_has_limits = false;

@@ -9,16 +9,20 @@
 #include <string_view>
 #include <vector>
 
+#include "contain/cgroup_dir.h"
 #include "contain/cgroup_layout.h"
 
 namespace cordon::contain {
 
 struct CgroupPlan {
   // cgroup v2: every process of a grant starts in a child of this directory
-  // (CLONE_INTO_CGROUP) and the tree is killed with cgroup.kill. Empty when
-  // v2 cannot be used; `v2_problem` says why.
+  // (CLONE_INTO_CGROUP). Empty when v2 cannot be used; `v2_problem` says why.
   std::string v2_parent;
   std::string v2_problem;
+  // How a tree in such a group is killed: cgroup.kill (Linux 5.14+), else
+  // frozen with cgroup.freeze (5.2+) and killed member by member. The
+  // limits do not depend on it.
+  GroupKill v2_kill = GroupKill::kCgroupKill;
   // Limit controllers ("cpu", "memory", "pids") that v2 groups under
   // v2_parent get.
   std::set<std::string> v2_controllers;

@@ -32,6 +32,10 @@ class V2Model final : public CgroupHost {
   // Enabling `controller` fails with EINVAL, as cpu does on a kernel with
   // RT group scheduling while a realtime process sits in a child group.
   void Refuse(const std::string& controller) { refused_.insert(controller); }
+  // A kernel before Linux 5.14 (Debian 11's 5.10): no cgroup.kill.
+  void WithoutKill() { kill_ = false; }
+  // A kernel before Linux 5.2: no cgroup.freeze either.
+  void WithoutFreeze() { freeze_ = false; }
 
   sys::Result<std::string> Read(const std::string& path) const override {
     auto [dir, file] = Split(path);
@@ -76,7 +80,11 @@ class V2Model final : public CgroupHost {
   }
   bool Exists(const std::string& path) const override {
     auto [dir, file] = Split(path);
-    return groups_.contains(dir) && (file != "cgroup.kill" || dir != kMount);
+    if (!groups_.contains(dir)) return false;
+    // Only non-root groups have them.
+    if (file == "cgroup.kill") return kill_ && dir != kMount;
+    if (file == "cgroup.freeze") return freeze_ && dir != kMount;
+    return true;
   }
   bool Writable(const std::string& path) const override {
     return root_ || Delegated(Split(path).first);
@@ -115,6 +123,8 @@ class V2Model final : public CgroupHost {
   bool root_;
   std::string delegated_;
   std::set<std::string> refused_;
+  bool kill_ = true;
+  bool freeze_ = true;
   mutable std::map<std::string, Group> groups_;
 };
 
@@ -163,10 +173,13 @@ TEST(HybridPlanTest, TheCpuQuotaComesFromACpuCpuacctHierarchy) {
   EXPECT_EQ(plan.v1_memory_parent, "/sys/fs/cgroup/memory/job/cordon");
   EXPECT_EQ(plan.v1_pids_parent, "/sys/fs/cgroup/pids/cordon");
   EXPECT_TRUE(host.made().contains("/sys/fs/cgroup/cpu,cpuacct/cordon"));
+  EXPECT_EQ(plan.v2_kill, GroupKill::kCgroupKill);
   Probe p;
   p.capabilities = ResolveCapabilities(plan, false);
   EXPECT_TRUE(p.Status(Capability::kCpu).enforceable);
   EXPECT_EQ(p.Status(Capability::kCpu).mechanism, "cgroup1 cpu");
+  EXPECT_EQ(p.Status(Capability::kProcessTree).mechanism, "cgroup2");
+  EXPECT_EQ(p.Status(Capability::kProcessTree).teardown, "cgroup.kill");
 }
 
 TEST(HybridPlanTest, WithoutAV1CpuHierarchyTheOtherLimitsStillPlan) {
@@ -285,6 +298,96 @@ TEST(PureV2PlanTest, RootInAShellGroupWithAnExplicitRootDoesNotMoveToTheTop) {
   // As asked, even though no controller can reach it: kill and membership only.
   EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/user.slice/session-1.scope/cordon");
   EXPECT_TRUE(plan.v2_controllers.empty());
+}
+
+// The probe of a pure v2 host as root, with isolation (namespaces) and the
+// process tree of a run without it.
+Probe ProbeOf(const CgroupPlan& plan) {
+  IsolationSupport iso;
+  iso.namespaces.available = iso.namespaces.network = true;
+  iso.seccomp = iso.map_ids = true;
+  Probe p;
+  p.euid = 0;
+  p.cgroups = plan;
+  p.isolation = iso;
+  p.capabilities = ResolveCapabilities(plan, /*nproc_effective=*/false, iso, /*root=*/true);
+  for (const auto& s : ResolveCapabilities(plan, false)) {
+    if (s.capability == Capability::kProcessTree) p.process_tree_unisolated = s;
+  }
+  return p;
+}
+
+TEST(PureV2PlanTest, WithCgroupKillTheTreeIsKilledWithIt) {
+  V2Model host(true);
+  CgroupPlan plan = PlanCgroups(PureV2("/"), {}, host);
+  EXPECT_EQ(plan.v2_kill, GroupKill::kCgroupKill);
+  Probe p = ProbeOf(plan);
+  for (bool isolated : {true, false}) {
+    EXPECT_EQ(p.StatusFor(Capability::kProcessTree, isolated).mechanism, "cgroup2");
+    EXPECT_EQ(p.StatusFor(Capability::kProcessTree, isolated).teardown, "cgroup.kill");
+  }
+  EXPECT_EQ(ToJson(p)["teardown"]["unisolated"], "cgroup.kill");
+}
+
+// Debian 11's kernel (5.10): memory, pids and cpu in the tree, cgroup.freeze
+// but no cgroup.kill. The limits use the controllers; only teardown changes.
+TEST(PureV2PlanTest, WithoutCgroupKillTheLimitsStayAndTheTreeIsFrozenAndKilled) {
+  V2Model host(true);
+  host.WithoutKill();
+  CgroupPlan plan = PlanCgroups(PureV2("/"), {}, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/cordon");
+  EXPECT_TRUE(plan.v2_problem.empty()) << plan.v2_problem;
+  EXPECT_EQ(plan.v2_controllers, (std::set<std::string>{"cpu", "memory", "pids"}));
+  EXPECT_EQ(plan.v2_kill, GroupKill::kFreezeKill);
+  bool noted = false;
+  for (const auto& n : plan.notes) noted |= n.find("no cgroup.kill") != std::string::npos;
+  EXPECT_TRUE(noted);
+
+  Probe p = ProbeOf(plan);
+  EXPECT_EQ(p.Status(Capability::kMemory).mechanism, "cgroup2 memory");
+  EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "cgroup2 pids");
+  EXPECT_EQ(p.Status(Capability::kCpu).mechanism, "cgroup2 cpu");
+  for (Capability c : {Capability::kMemory, Capability::kProcessCount, Capability::kCpu}) {
+    EXPECT_TRUE(p.Status(c).enforceable) << CapabilityName(c) << ": " << p.Status(c).reason;
+  }
+  // Isolated (the default): the sandbox's pid namespace is killed through
+  // its init. Without isolation: the group is frozen and each member killed.
+  const CapabilityStatus& isolated = p.StatusFor(Capability::kProcessTree, true);
+  EXPECT_TRUE(isolated.enforceable);
+  EXPECT_EQ(isolated.mechanism, "pid_namespace");
+  EXPECT_EQ(isolated.teardown, "pid_namespace");
+  const CapabilityStatus& plain = p.StatusFor(Capability::kProcessTree, false);
+  EXPECT_TRUE(plain.enforceable) << plain.reason;
+  EXPECT_EQ(plain.mechanism, "cgroup2+freeze");
+  EXPECT_EQ(plain.teardown, "cgroup.freeze+kill");
+
+  nlohmann::json j = ToJson(p);
+  EXPECT_EQ(j["teardown"]["isolated"], "pid_namespace");
+  EXPECT_EQ(j["teardown"]["unisolated"], "cgroup.freeze+kill");
+  EXPECT_EQ(j["cgroups"]["v2_kill"], "cgroup.freeze+kill");
+  EXPECT_TRUE(j["cgroups"]["problems"]["v2"].is_null());
+  for (const auto& cap : j["capabilities"]) {
+    if (cap["capability"] == "process_tree") {
+      EXPECT_EQ(cap["teardown"], "pid_namespace");
+    }
+  }
+}
+
+TEST(PureV2PlanTest, WithoutKillOrFreezeOnlyThePidNamespaceHoldsTheTree) {
+  V2Model host(true);
+  host.WithoutKill();
+  host.WithoutFreeze();
+  CgroupPlan plan = PlanCgroups(PureV2("/"), {}, host);
+  EXPECT_EQ(plan.v2_parent, "/sys/fs/cgroup/cordon");
+  EXPECT_EQ(plan.v2_kill, GroupKill::kEach);
+  Probe p = ProbeOf(plan);
+  EXPECT_TRUE(p.Status(Capability::kMemory).enforceable);
+  EXPECT_EQ(p.StatusFor(Capability::kProcessTree, true).mechanism, "pid_namespace");
+  const CapabilityStatus& plain = p.StatusFor(Capability::kProcessTree, false);
+  EXPECT_FALSE(plain.enforceable);
+  EXPECT_EQ(plain.mechanism, "process_group");
+  EXPECT_NE(plain.reason.find("cgroup.freeze"), std::string::npos) << plain.reason;
+  EXPECT_FALSE(plain.fix.empty());
 }
 
 }  // namespace

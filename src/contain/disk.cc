@@ -381,16 +381,37 @@ sys::Result<std::string> Template(const std::string& state_dir, int64_t bytes, i
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return sys::FailErrno("mkdir(\"" + dir + "\")");
   }
+  // An image is only cheap where files keep their holes. ramfs keeps every
+  // page of a file in memory and reports no holes: a 10 GiB image there was
+  // seen to hold 10 GiB of the host's RAM, and each copy as much again.
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) == 0 && fs.f_type == RAMFS_MAGIC) {
+    return sys::Fail("the state directory is on ramfs, which keeps no sparse files: an image of " +
+                         std::to_string(bytes) + " bytes would take as much memory",
+                     EOPNOTSUPP);
+  }
   TrimTemplates(dir);
   const std::string temp = path + ".tmp-" + sys::RandomHex(4);
   auto made = [&]() -> sys::Result<void> {
     CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd,
-                            sys::Open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+                            sys::Open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
     if (::ftruncate(fd.get(), bytes) != 0) {
       return sys::FailErrno("ftruncate(\"" + temp + "\", " + std::to_string(bytes) + ")");
     }
-    fd.reset();
     CORDON_RETURN_IF_ERROR(RunMkfs(temp, inodes));
+    // Any other filesystem without holes: the formatted image must be
+    // mostly unallocated, or every workspace would cost its whole size.
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return sys::FailErrno("fstat(\"" + temp + "\")");
+    if (st.st_blocks * 512 > bytes / 2 && bytes > (int64_t{64} << 20)) {
+      return sys::Fail(
+          "the state directory's filesystem keeps no holes in files (a formatted "
+          "image of " +
+              std::to_string(bytes) + " bytes holds " + std::to_string(st.st_blocks * 512) +
+              "): images would cost their size",
+          EOPNOTSUPP);
+    }
+    fd.reset();
     if (::rename(temp.c_str(), path.c_str()) != 0) {
       return sys::FailErrno("rename(\"" + temp + "\", \"" + path + "\")");
     }

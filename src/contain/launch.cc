@@ -1,5 +1,6 @@
 #include "contain/launch.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/sched.h>
@@ -128,7 +129,35 @@ int EnterWorkspace(const ChildPlan& p) {
 
 int CloseInheritedFds() {
   // Mark, not close: the error pipe must stay open until execve succeeds.
-  return ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0 ? 0 : errno;
+  if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return 0;
+  if (errno != EINVAL) return errno;
+  // CLOSE_RANGE_CLOEXEC needs Linux 5.11: before it (Debian 11's 5.10),
+  // mark each descriptor /proc/self/fd lists (getdents64 into a buffer on
+  // the stack: no allocation in the child).
+  int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return errno;
+  alignas(struct dirent64) char buf[4096];
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) {
+      int err = n < 0 ? errno : 0;
+      ::close(dir);
+      return err;
+    }
+    for (long off = 0; off < n;) {
+      const auto* entry = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += entry->d_reclen;
+      int fd = 0;
+      const char* c = entry->d_name;
+      for (; *c >= '0' && *c <= '9'; ++c) fd = fd * 10 + (*c - '0');
+      if (*c != '\0' || c == entry->d_name || fd < 3 || fd == dir) continue;  // ".", ".."
+      if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 && errno != EBADF) {
+        int err = errno;
+        ::close(dir);
+        return err;
+      }
+    }
+  }
 }
 
 int Exec(const ChildPlan& p) {

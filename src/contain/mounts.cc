@@ -4,12 +4,16 @@
 #include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 namespace cordon::contain {
 namespace {
@@ -29,10 +33,74 @@ std::string Parent(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// Without mount_setattr (before Linux 5.12): a bind remount of the one
+// mount at `target`, keeping the flags it has (a remount replaces them all:
+// dropping one would make a read-only mount of the host writable).
+int Remount(const char* target, uint64_t attr) {
+  struct statfs st {};
+  if (::statfs(target, &st) != 0) return errno;
+  unsigned long flags = MS_REMOUNT | MS_BIND;
+  const unsigned long have = static_cast<unsigned long>(st.f_flags);
+  constexpr struct {
+    unsigned long st;
+    unsigned long ms;
+  } kKept[] = {{ST_RDONLY, MS_RDONLY},    {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},
+               {ST_NOEXEC, MS_NOEXEC},    {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME},
+               {ST_RELATIME, MS_RELATIME}};
+  for (const auto& k : kKept) {
+    if (have & k.st) flags |= k.ms;
+  }
+  if (attr & MOUNT_ATTR_RDONLY) flags |= MS_RDONLY;
+  if (attr & MOUNT_ATTR_NOSUID) flags |= MS_NOSUID;
+  if (attr & MOUNT_ATTR_NODEV) flags |= MS_NODEV;
+  if (attr & MOUNT_ATTR_NOEXEC) flags |= MS_NOEXEC;
+  return ::mount(nullptr, target, nullptr, flags, nullptr) == 0 ? 0 : errno;
+}
+
 int SetAttr(const char* target, uint64_t attr, unsigned flags) {
   struct mount_attr a {};
   a.attr_set = attr;
-  return ::syscall(SYS_mount_setattr, AT_FDCWD, target, flags, &a, sizeof a) == 0 ? 0 : errno;
+  if (::syscall(SYS_mount_setattr, AT_FDCWD, target, flags, &a, sizeof a) == 0) return 0;
+  // The mounts beneath a tree are remounted by steps of their own.
+  return errno == ENOSYS ? Remount(target, attr) : errno;
+}
+
+// The mount points strictly beneath `path` in this process's mount
+// namespace (/proc/self/mountinfo, octal escapes undone), for remounting
+// them one by one where there is no mount_setattr.
+std::vector<std::string> MountsBeneath(const std::string& path) {
+  std::vector<std::string> beneath;
+  auto info = sys::ReadFile("/proc/self/mountinfo", 16 << 20);
+  if (!info) return beneath;
+  size_t pos = 0;
+  while (pos < info->size()) {
+    size_t end = info->find('\n', pos);
+    if (end == std::string::npos) end = info->size();
+    std::string line = info->substr(pos, end - pos);
+    pos = end + 1;
+    // id parent major:minor root mount-point ...
+    size_t field = 0, at = 0;
+    for (; field < 4 && at != std::string::npos; ++field) {
+      at = line.find(' ', at);
+      if (at != std::string::npos) ++at;
+    }
+    if (at == std::string::npos) continue;
+    std::string escaped = line.substr(at, line.find(' ', at) - at), point;
+    for (size_t i = 0; i < escaped.size(); ++i) {
+      if (escaped[i] == '\\' && i + 3 < escaped.size()) {
+        point.push_back(
+            static_cast<char>(std::strtol(escaped.substr(i + 1, 3).c_str(), nullptr, 8)));
+        i += 3;
+      } else {
+        point.push_back(escaped[i]);
+      }
+    }
+    const std::string prefix = path == "/" ? "/" : path + "/";
+    if (point.size() > prefix.size() && point.starts_with(prefix)) beneath.push_back(point);
+  }
+  std::sort(beneath.begin(), beneath.end());
+  beneath.erase(std::unique(beneath.begin(), beneath.end()), beneath.end());
+  return beneath;
 }
 
 int RunStep(const MountStep& s) {
@@ -62,9 +130,12 @@ int RunStep(const MountStep& s) {
       return ::mount("devpts", s.target, "devpts", MS_NOSUID | MS_NOEXEC, s.source) == 0 ? 0
                                                                                          : errno;
     case MountStep::Op::kAttach:
-      return ::syscall(SYS_move_mount, s.fd, "", AT_FDCWD, s.target, MOVE_MOUNT_F_EMPTY_PATH) == 0
-                 ? 0
-                 : errno;
+      if (::syscall(SYS_move_mount, s.fd, "", AT_FDCWD, s.target, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+        return errno;
+      }
+      return s.attr == 0 ? 0 : SetAttr(s.target, s.attr, AT_RECURSIVE);
+    case MountStep::Op::kRemount:
+      return Remount(s.target, s.attr);
   }
   return EINVAL;
 }
@@ -82,6 +153,57 @@ void MountPlan::Add(MountStep::Op op, const std::string& source, const std::stri
       MountStep{op, source.empty() ? nullptr : Keep(source), Keep(target), flags, attr, mode, fd});
 }
 
+bool HasMountSetattr() {
+  // EBADF for the bad descriptor where it exists, ENOSYS where it does not.
+  static const bool has =
+      ::syscall(SYS_mount_setattr, -1, "", AT_EMPTY_PATH, nullptr, 0) != 0 && errno != ENOSYS;
+  return has;
+}
+
+sys::Result<void> MountPlan::AddTree(const std::string& source, const std::string& target,
+                                     uint64_t attr, bool recursive) {
+  unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
+  int fd = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, source.c_str(), flags));
+  if (fd < 0 && (errno == EPERM || errno == ENOSYS)) {
+    // A supervisor without CAP_SYS_ADMIN over its mount namespace (an
+    // unprivileged caller) may not clone mounts: the child binds the path
+    // from the host's root. Its sandbox is mapped to the caller's own ids,
+    // so it reaches there exactly what the caller reaches.
+    Add(MountStep::Op::kBind, std::string(kOldRoot) + source, target, 0, attr);
+    return {};
+  }
+  if (fd < 0) {
+    int err = errno;
+    std::string call = std::string("open_tree(\"") + source + "\", OPEN_TREE_CLONE" +
+                       (recursive ? " | AT_RECURSIVE" : "") + ")";
+    return std::unexpected(sys::Error(call, err).Context("bind " + source + " at " + target));
+  }
+  trees_.emplace_back(fd);
+  uint64_t left = 0;  // what the child sets, once attached
+  if (attr != 0) {
+    struct mount_attr a {};
+    a.attr_set = attr;
+    if (::syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a,
+                  sizeof a) != 0) {
+      if (errno != ENOSYS) {
+        return std::unexpected(
+            sys::Error::FromErrno("mount_setattr").Context("bind " + source + " at " + target));
+      }
+      left = attr;
+    }
+  }
+  Add(MountStep::Op::kAttach, source, target, 0, left, 0, fd);
+  if (left != 0 && recursive) {
+    // No mount_setattr: each mount beneath gets the attributes by a remount
+    // of its own, at its place under the target.
+    for (const std::string& below : MountsBeneath(source)) {
+      Add(MountStep::Op::kRemount, "", target + below.substr(source == "/" ? 0 : source.size()), 0,
+          left);
+    }
+  }
+  return {};
+}
+
 void MountPlan::EnsureDir(const std::string& path, uint32_t mode) {
   if (path == "/" || std::find(made_dirs_.begin(), made_dirs_.end(), path) != made_dirs_.end()) {
     return;
@@ -91,9 +213,8 @@ void MountPlan::EnsureDir(const std::string& path, uint32_t mode) {
   Add(MountStep::Op::kMkdir, "", path, 0, 0, mode);
 }
 
-MountPlan MountPlan::Build(const MountRequest& r) {
+sys::Result<MountPlan> MountPlan::Build(const MountRequest& r) {
   MountPlan plan;
-  const std::string old_root = kOldRoot;
   for (const auto& dir : r.system_dirs) {
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0) continue;
@@ -105,7 +226,7 @@ MountPlan MountPlan::Build(const MountRequest& r) {
       plan.Add(MountStep::Op::kSymlink, std::string(link, static_cast<size_t>(n)), dir);
     } else if (S_ISDIR(st.st_mode)) {
       plan.EnsureDir(dir);
-      plan.Add(MountStep::Op::kBind, old_root + dir, dir, 0, kReadOnly);
+      CORDON_RETURN_IF_ERROR(plan.AddTree(dir, dir, kReadOnly, true));
       plan.read_only_.push_back(dir);
     }
   }
@@ -118,7 +239,7 @@ MountPlan MountPlan::Build(const MountRequest& r) {
     struct stat st {};
     if (!visible || ::lstat(path.c_str(), &st) != 0) continue;
     if (S_ISREG(st.st_mode)) {
-      plan.Add(MountStep::Op::kBind, old_root + "/dev/null", path);
+      CORDON_RETURN_IF_ERROR(plan.AddTree("/dev/null", path, 0, false));
     } else if (S_ISDIR(st.st_mode)) {
       plan.Add(MountStep::Op::kTmpfs, "size=4k,nr_inodes=1,mode=000", path,
                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
@@ -143,7 +264,7 @@ MountPlan MountPlan::Build(const MountRequest& r) {
     std::string target = std::string("/dev/") + dev;
     plan.Add(MountStep::Op::kFile, "", target, 0, 0, 0444);
     // As the host has them: nosuid and noexec mean nothing for a device.
-    plan.Add(MountStep::Op::kBind, old_root + target, target);
+    CORDON_RETURN_IF_ERROR(plan.AddTree(target, target, 0, false));
   }
   plan.EnsureDir("/dev/pts");
   plan.Add(MountStep::Op::kDevpts, "newinstance,ptmxmode=0666,mode=620", "/dev/pts");
@@ -156,9 +277,11 @@ MountPlan MountPlan::Build(const MountRequest& r) {
 
   plan.EnsureDir(kSandboxWorkspace);
   if (r.workspace_tree >= 0) {
-    plan.Add(MountStep::Op::kAttach, "", kSandboxWorkspace, 0, 0, 0, r.workspace_tree);
+    // Its attributes were set with its idmapping (or it is a plain copy).
+    plan.Add(MountStep::Op::kAttach, r.workspace, kSandboxWorkspace, 0,
+             HasMountSetattr() ? 0 : kWritable, 0, r.workspace_tree);
   } else {
-    plan.Add(MountStep::Op::kBind, old_root + r.workspace, kSandboxWorkspace, 0, kWritable);
+    CORDON_RETURN_IF_ERROR(plan.AddTree(r.workspace, kSandboxWorkspace, kWritable, true));
   }
   plan.writable_.push_back(kSandboxWorkspace);
 
@@ -171,8 +294,8 @@ MountPlan MountPlan::Build(const MountRequest& r) {
       plan.EnsureDir(Parent(b.target));
       plan.Add(MountStep::Op::kFile, "", b.target, 0, 0, 0444);
     }
-    plan.Add(MountStep::Op::kBind, old_root + b.source, b.target, 0,
-             b.writable ? kWritable : kReadOnly);
+    CORDON_RETURN_IF_ERROR(
+        plan.AddTree(b.source, b.target, b.writable ? kWritable : kReadOnly, true));
     (b.writable ? plan.writable_ : plan.read_only_).push_back(b.target);
   }
   return plan;
@@ -181,10 +304,10 @@ MountPlan MountPlan::Build(const MountRequest& r) {
 std::string MountPlan::Describe(size_t index) const {
   if (index >= steps_.size()) return "the new root";
   const MountStep& s = steps_[index];
-  static constexpr const char* kNames[] = {"mkdir", "create", "symlink", "bind",
-                                           "tmpfs", "proc",   "devpts",  "attach"};
+  static constexpr const char* kNames[] = {"mkdir", "create", "symlink", "bind",   "tmpfs",
+                                           "proc",  "devpts", "bind",    "remount"};
   std::string what = kNames[static_cast<int>(s.op)];
-  if (s.op == MountStep::Op::kBind && s.source) {
+  if ((s.op == MountStep::Op::kBind || s.op == MountStep::Op::kAttach) && s.source) {
     std::string source = s.source;
     if (source.starts_with(kOldRoot)) source = source.substr(std::string(kOldRoot).size());
     return what + " " + source + " at " + s.target;

@@ -5,6 +5,14 @@
 // noexec where nothing needs to run. The supervisor turns the request into
 // a list of steps (every string made in advance); the child, in its new
 // user and mount namespaces, only runs them.
+//
+// Every host path shown inside (system directories, device nodes, the
+// covers of secrets, binds, closures, the workspace) is opened by the
+// supervisor: open_tree(OPEN_TREE_CLONE) on the path it resolved with its
+// own credentials, its attributes set on the detached copy, and the child
+// only attaches it (move_mount). So what the caller can reach can be shown,
+// though the sandbox's outside id could not traverse the path; and nothing
+// is resolved by path inside the new namespaces.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +22,7 @@
 #include <vector>
 
 #include "contain/spec.h"
+#include "sys/fd.h"
 
 namespace cordon::contain {
 
@@ -30,7 +39,11 @@ struct MountStep {
     kTmpfs,    // a tmpfs at target: `flags`, options in `source`
     kProc,     // a new procfs for the new pid namespace
     kDevpts,   // a private devpts instance (options in `source`)
-    kAttach,   // move the detached tree `fd` (the idmapped workspace) to target
+    kAttach,   // move the detached tree `fd` to target (`source` names it), then
+               // set `attr` on it: nonzero only where the supervisor could not
+               // (no mount_setattr before Linux 5.12: remounted instead)
+    kRemount,  // a mount beneath an attached tree: add `attr` by remounting it
+               // (only without mount_setattr, which sets it on the whole tree)
   };
   Op op;
   const char* source;
@@ -41,20 +54,27 @@ struct MountStep {
   int fd;               // kAttach
 };
 
+// Whether this kernel has mount_setattr (Linux 5.12); without it attributes
+// are set by remounting each mount (mount(MS_REMOUNT | MS_BIND)).
+bool HasMountSetattr();
+
 struct MountRequest {
   std::vector<std::string> system_dirs;
   std::vector<std::string> hidden_paths;
   std::vector<Bind> binds;
   std::string workspace;    // host path, shown at /workspace
-  int workspace_tree = -1;  // a detached (idmapped) copy of it, or -1: bind by path
+  int workspace_tree = -1;  // a detached (idmapped) copy of it, or -1: the plan opens one
   int64_t tmp_size_bytes = 0;
 };
 
 class MountPlan final {
  public:
   // Looks at the host (lstat) to skip what is missing and to recreate
-  // symlinks such as a merged /usr's /bin -> usr/bin.
-  static MountPlan Build(const MountRequest& request);
+  // symlinks such as a merged /usr's /bin -> usr/bin, and opens every host
+  // path it shows (the plan owns the detached trees until the child has
+  // attached them). Fails when a path it shows cannot be opened: the error
+  // names the path ("bind /a/data: open_tree(...): EACCES").
+  static sys::Result<MountPlan> Build(const MountRequest& request);
   MountPlan(MountPlan&&) noexcept = default;
 
   const MountStep* steps() const { return steps_.data(); }
@@ -71,8 +91,13 @@ class MountPlan final {
   void EnsureDir(const std::string& path, uint32_t mode = 0755);
   void Add(MountStep::Op op, const std::string& source, const std::string& target,
            unsigned long flags = 0, uint64_t attr = 0, uint32_t mode = 0, int fd = -1);
+  // Opens `source` detached (recursively: its submounts with it), sets
+  // `attr` on the copy, and adds the step that attaches it at `target`.
+  sys::Result<void> AddTree(const std::string& source, const std::string& target, uint64_t attr,
+                            bool recursive);
 
   std::vector<std::unique_ptr<std::string>> strings_;  // stable addresses
+  std::vector<sys::UniqueFd> trees_;                   // the detached trees the steps attach
   std::vector<MountStep> steps_;
   std::vector<std::string> made_dirs_;
   std::vector<std::string> read_only_;

@@ -21,26 +21,28 @@ TEST(MountPlanTest, SystemDirsSecretsAndTheSandboxsOwnParts) {
   r.system_dirs = {"/usr", "/bin", "/no/such/dir", "/etc"};
   r.hidden_paths = {"/etc/shadow", "/etc/no-such-secret", "/root/.ssh"};
   r.binds = {{"/etc/hostname", "/opt/hostname", false}, {"/tmp", "/scratch", true}};
-  r.workspace = "/srv/work";
+  r.workspace = "/tmp";
   r.tmp_size_bytes = 1 << 20;
-  MountPlan plan = MountPlan::Build(r);
+  auto built = MountPlan::Build(r);
+  ASSERT_TRUE(built) << built.error().message();
+  const MountPlan& plan = *built;
 
-  EXPECT_TRUE(Has(plan, MountStep::Op::kBind, "/usr"));
-  EXPECT_TRUE(Has(plan, MountStep::Op::kBind, "/etc"));
-  EXPECT_FALSE(Has(plan, MountStep::Op::kBind, "/no/such/dir"));
+  EXPECT_TRUE(Has(plan, MountStep::Op::kAttach, "/usr"));
+  EXPECT_TRUE(Has(plan, MountStep::Op::kAttach, "/etc"));
+  EXPECT_FALSE(Has(plan, MountStep::Op::kAttach, "/no/such/dir"));
   // A merged /usr's /bin is a symlink, and stays one.
   struct stat st {};
   if (::lstat("/bin", &st) == 0 && S_ISLNK(st.st_mode)) {
     EXPECT_TRUE(Has(plan, MountStep::Op::kSymlink, "/bin"));
   }
   // Secrets beneath what is shown are covered; others need nothing.
-  EXPECT_TRUE(Has(plan, MountStep::Op::kBind, "/etc/shadow"));
-  EXPECT_FALSE(Has(plan, MountStep::Op::kBind, "/root/.ssh"));
+  EXPECT_TRUE(Has(plan, MountStep::Op::kAttach, "/etc/shadow"));
+  EXPECT_FALSE(Has(plan, MountStep::Op::kAttach, "/root/.ssh"));
   EXPECT_TRUE(Has(plan, MountStep::Op::kTmpfs, "/tmp"));
   EXPECT_TRUE(Has(plan, MountStep::Op::kProc, "/proc"));
   EXPECT_TRUE(Has(plan, MountStep::Op::kSymlink, "/dev/fd"));
-  EXPECT_TRUE(Has(plan, MountStep::Op::kBind, "/dev/null"));
-  EXPECT_TRUE(Has(plan, MountStep::Op::kBind, "/workspace"));
+  EXPECT_TRUE(Has(plan, MountStep::Op::kAttach, "/dev/null"));
+  EXPECT_TRUE(Has(plan, MountStep::Op::kAttach, "/workspace"));
   EXPECT_TRUE(Has(plan, MountStep::Op::kFile, "/opt/hostname"));  // a file bind's mount point
   EXPECT_TRUE(Has(plan, MountStep::Op::kMkdir, "/scratch"));
 
@@ -53,11 +55,43 @@ TEST(MountPlanTest, SystemDirsSecretsAndTheSandboxsOwnParts) {
   EXPECT_TRUE(contains(plan.writable(), "/scratch"));
   EXPECT_FALSE(contains(plan.writable(), "/usr"));
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan.steps()[i].op == MountStep::Op::kBind &&
+    if (plan.steps()[i].op == MountStep::Op::kAttach &&
         plan.steps()[i].target == std::string("/usr")) {
       EXPECT_EQ(plan.Describe(i), "bind /usr at /usr");
     }
   }
+}
+
+// Every host path shown is a tree the supervisor opened itself: a path
+// that does not exist fails the plan, naming it.
+TEST(MountPlanTest, HostPathsAreOpenedByTheSupervisor) {
+  // Without CAP_SYS_ADMIN over its mount namespace a caller may not clone
+  // mounts (EPERM): its sandbox binds by path, as the caller's own ids.
+  if (::geteuid() != 0) GTEST_SKIP() << "open_tree(OPEN_TREE_CLONE) needs root";
+  MountRequest r;
+  r.workspace = "/tmp";
+  r.tmp_size_bytes = 1 << 20;
+  r.binds = {{"/etc/hostname", "/opt/hostname", false}};
+  auto built = MountPlan::Build(r);
+  ASSERT_TRUE(built) << built.error().message();
+  for (size_t i = 0; i < built->size(); ++i) {
+    const MountStep& s = built->steps()[i];
+    EXPECT_NE(s.op, MountStep::Op::kBind) << built->Describe(i);
+    if (s.op == MountStep::Op::kAttach) {
+      EXPECT_GE(s.fd, 0) << built->Describe(i);
+      // Attributes are set on the detached copy where the kernel can.
+      if (HasMountSetattr()) {
+        EXPECT_EQ(s.attr, 0u) << built->Describe(i);
+      }
+    }
+  }
+  r.binds = {{"/no/such/source", "/data", false}};
+  auto missing = MountPlan::Build(r);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("/no/such/source"), std::string::npos)
+      << missing.error().message();
+  EXPECT_NE(missing.error().message().find("ENOENT"), std::string::npos)
+      << missing.error().message();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -34,12 +35,38 @@ int64_t ReadNumber(const char* path, int64_t fallback) {
 }
 
 // The probe's child shares our memory and we are suspended until it has
-// exited (CLONE_VM | CLONE_VFORK): it needs nothing but a stack.
+// exited (CLONE_VM | CLONE_VFORK): it needs nothing but a stack, and it
+// reports what it tried in `failed` (a call's name) and `err`.
 struct ProbeChild {
   alignas(16) char stack[4096];
+  bool thorough = false;
+  const char* failed = nullptr;
+  int err = 0;
 };
 
-int ProbeChildMain(void*) { ::_exit(0); }
+// Under a seccomp filter of the host's (a container's default profile),
+// a user namespace can be made while what a sandbox does in it is refused:
+// Docker's and podman's profiles refuse sethostname and mount to a process
+// without CAP_SYS_ADMIN outside, whatever namespace it is in. The thorough
+// child tries both, in namespaces of its own.
+int ProbeChildMain(void* arg) {
+  auto* child = static_cast<ProbeChild*>(arg);
+  if (!child->thorough) ::_exit(0);
+  if (::sethostname("cordon", 6) != 0) {
+    child->failed = "sethostname";
+    child->err = errno;
+  } else if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    child->failed = "mount(\"/\", MS_REC | MS_PRIVATE)";
+    child->err = errno;
+  }
+  ::_exit(0);
+}
+
+// Whether this process runs under a seccomp filter (Seccomp: 2).
+bool Filtered() {
+  auto status = sys::ReadFile("/proc/self/status", 1 << 16);
+  return status && status->find("\nSeccomp:\t2") != std::string::npos;
+}
 
 bool Has(const struct __user_cap_data_struct* data, int cap) {
   return (data[cap / 32].effective & (1u << (cap % 32))) != 0;
@@ -72,16 +99,32 @@ NamespaceSupport ProbeNamespaces() {
   }
   // A user namespace, made: ~40 us. (One with a mount namespace in it
   // would prove a little more for five times the price, paid by every
-  // run; the user namespace is what restricted hosts refuse.)
+  // run; the user namespace is what restricted hosts refuse.) Under a
+  // filter of the host's, the price is paid: there the namespaces can be
+  // made and still be of no use.
   ProbeChild child;
+  child.thorough = Filtered();
+  const int flags = child.thorough ? CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS : CLONE_NEWUSER;
   pid_t pid = ::clone(ProbeChildMain, child.stack + sizeof child.stack,
-                      CLONE_NEWUSER | CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+                      flags | CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
   if (pid < 0) {
-    s.problem = std::string("cannot create a user namespace: clone(CLONE_NEWUSER): ") +
-                sys::ErrnoName(errno) + " (" + std::strerror(errno) + ")";
+    const int err = errno;
+    s.problem = std::string("cannot create a user namespace: clone(CLONE_NEWUSER") +
+                (child.thorough ? " | CLONE_NEWNS | CLONE_NEWUTS" : "") +
+                "): " + sys::ErrnoName(err) + " (" + std::strerror(err) + ")";
     return s;
   }
   ::waitpid(pid, nullptr, __WALL);
+  if (child.failed) {
+    s.problem = std::string(
+                    "this process runs under a seccomp filter (a container's) that "
+                    "refuses ") +
+                child.failed + " in a sandbox's own namespaces: " + sys::ErrnoName(child.err) +
+                " (" + std::strerror(child.err) +
+                "); run the container privileged, or with a seccomp profile that allows mount "
+                "and sethostname in user namespaces";
+    return s;
+  }
   s.available = true;
   s.network = ReadNumber("/proc/sys/user/max_net_namespaces", 1) != 0;
   return s;
@@ -124,10 +167,14 @@ sys::Result<void> WriteIdMaps(pid_t child, uint32_t outside_uid, uint32_t outsid
   return sys::WriteFile(proc + "gid_map", "0 " + std::to_string(outside_gid) + " 1");
 }
 
-sys::Result<sys::UniqueFd> DetachedTree(const std::string& path) {
+sys::Result<sys::UniqueFd> DetachedTree(const std::string& path, bool recursive) {
   int fd = static_cast<int>(
-      ::syscall(SYS_open_tree, AT_FDCWD, path.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-  if (fd < 0) return sys::FailErrno("open_tree(\"" + path + "\", OPEN_TREE_CLONE)");
+      ::syscall(SYS_open_tree, AT_FDCWD, path.c_str(),
+                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0)));
+  if (fd < 0) {
+    return sys::FailErrno("open_tree(\"" + path + "\", OPEN_TREE_CLONE" +
+                          (recursive ? " | AT_RECURSIVE" : "") + ")");
+  }
   return sys::UniqueFd(fd);
 }
 

@@ -42,7 +42,8 @@ sys::Result<void> WriteIdMaps(pid_t child, uint32_t outside_uid, uint32_t outsid
 // Parent side, for an idmapped workspace: a detached copy of the mount at
 // `path` (open_tree), and the idmapping applied to it (mount_setattr with
 // MOUNT_ATTR_IDMAP; needs CAP_SYS_ADMIN where the filesystem was mounted).
-sys::Result<sys::UniqueFd> DetachedTree(const std::string& path);
+// `recursive`: with the mounts beneath it (AT_RECURSIVE).
+sys::Result<sys::UniqueFd> DetachedTree(const std::string& path, bool recursive = false);
 sys::Result<void> IdmapTree(int tree_fd, int userns_fd);
 // A user namespace (as an nsfs descriptor) that maps `inside_uid` to
 // `outside_uid` and likewise for gids: what makes a directory owned by

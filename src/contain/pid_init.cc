@@ -37,6 +37,13 @@ void CloseAllExcept(int a, int b) {
 }  // namespace
 
 int BlockInitSignals() {
+  // Undumpable before the command exists, not after (runc CVE-2016-9962):
+  // from the command's first instruction, /proc/1/{mem,environ,fd} and
+  // ptrace of the init need privileges the command never has. (The
+  // command shares this memory until its execve, so it is undumpable too
+  // while it sets up; execve gives it a memory of its own, dumpable as
+  // usual.)
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return errno;
   sigset_t set;
   InitSignalSet(&set);
   return ::sigprocmask(SIG_BLOCK, &set, nullptr) == 0 ? 0 : errno;
@@ -52,9 +59,8 @@ void RunInit(pid_t command, int status_fd, int keep_fd) {
   // Nothing of the command's: not its pipes (their EOF must not wait for
   // us), not the setup pipe (its EOF tells the supervisor execve worked).
   CloseAllExcept(status_fd, keep_fd);
-  // The command runs as the same uid: without this it could open
-  // /proc/1/mem and steer its init.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // (Undumpable since BlockInitSignals, before the fork: the command runs
+  // as the same uid, and could otherwise open /proc/1/mem and steer it.)
   // Best effort: the init has nothing the command lacks once it also
   // gives up what the namespace granted it. (No seccomp filter of its own:
   // it makes four kinds of system call, nothing can steer it, and

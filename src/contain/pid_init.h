@@ -18,8 +18,10 @@
 namespace cordon::contain {
 
 // Child side, async-signal-safe. Called by the init before it forks the
-// command: the signals it waits for are blocked from then on (a SIGTERM in
-// between is kept pending, not lost). The command unblocks them.
+// command: makes the init undumpable (so that the command can never read
+// or steer it through /proc/1 or ptrace, not even in its first
+// instructions), and blocks the signals it waits for from then on (a
+// SIGTERM in between is kept pending, not lost). The command unblocks them.
 int BlockInitSignals();
 int UnblockSignals();
 

@@ -40,6 +40,44 @@ CapabilityStatus LimitStatus(Capability c, const CgroupPlan& plan, const std::st
   return Unavailable(c, "", reason, kCgroupFix);
 }
 
+// The strongest way to hold the tree and kill it: a v2 group with
+// cgroup.kill; the sandbox's pid namespace; a v2 group frozen and killed
+// member by member (cgroup.freeze, before Linux 5.14). `teardown` names it.
+CapabilityStatus ProcessTreeStatus(const CgroupPlan& plan, const IsolationSupport& isolation) {
+  constexpr Capability c = Capability::kProcessTree;
+  bool v2 = !plan.v2_parent.empty();
+  CapabilityStatus s;
+  if (v2 && plan.v2_kill == GroupKill::kCgroupKill) {
+    s = Enforced(c, "cgroup2");
+  } else if (isolation.namespaces.available) {
+    // The init of the sandbox's pid namespace holds every descendant:
+    // killing it kills them all, and its exit proves they are gone. (A v2
+    // group that holds the limits is frozen and emptied as well.)
+    s = Enforced(c, "pid_namespace");
+  } else if (v2 && plan.v2_kill == GroupKill::kFreezeKill) {
+    // Frozen, no member runs, so none forks: killing each one empties the
+    // group, and "populated 0" proves it.
+    s = Enforced(c, "cgroup2+freeze");
+  } else if (v2) {
+    return Unavailable(c, "process_group",
+                       "cgroup v2 groups under " + plan.v2_parent +
+                           " have neither cgroup.kill (Linux 5.14) nor cgroup.freeze (Linux "
+                           "5.2): their members can only be killed one by one, which a fork "
+                           "loop can outrun",
+                       "a kernel of Linux 5.14 or later, or run with isolation (a pid namespace "
+                       "holds the tree)");
+  } else {
+    s = Unavailable(c, "process_group",
+                    "no usable cgroup v2 group (" + plan.v2_problem +
+                        "); a process group does not hold descendants that call setsid()",
+                    kCgroupFix);
+  }
+  s.teardown = s.mechanism == "cgroup2"          ? "cgroup.kill"
+               : s.mechanism == "cgroup2+freeze" ? "cgroup.freeze+kill"
+                                                 : s.mechanism;
+  return s;
+}
+
 CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool root) {
   const NamespaceSupport& ns = iso.namespaces;
   bool landlock = iso.landlock_abi > 0;
@@ -124,19 +162,7 @@ std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool n
   for (Capability c : kAllCapabilities) {
     switch (c) {
       case Capability::kProcessTree:
-        if (!plan.v2_parent.empty()) {
-          out.push_back(Enforced(c, "cgroup2"));
-        } else if (isolation.namespaces.available) {
-          // The init of the sandbox's pid namespace holds every descendant:
-          // killing it kills them all, and its exit proves they are gone.
-          out.push_back(Enforced(c, "pid_namespace"));
-        } else {
-          out.push_back(
-              Unavailable(c, "process_group",
-                          "no usable cgroup v2 group (" + plan.v2_problem +
-                              "); a process group does not hold descendants that call setsid()",
-                          kCgroupFix));
-        }
+        out.push_back(ProcessTreeStatus(plan, isolation));
         break;
       case Capability::kWallClock:
       case Capability::kOutputCap:
@@ -188,16 +214,26 @@ nlohmann::json ToJson(const Probe& probe) {
   auto opt = [](const std::string& s) { return s.empty() ? json() : json(s); };
   json caps = json::array();
   for (const auto& s : probe.capabilities) {
-    caps.push_back({{"capability", CapabilityName(s.capability)},
-                    {"enforceable", s.enforceable},
-                    {"mechanism", opt(s.mechanism)},
-                    {"reason", opt(s.reason)},
-                    {"fix", opt(s.fix)}});
+    json entry = {{"capability", CapabilityName(s.capability)},
+                  {"enforceable", s.enforceable},
+                  {"mechanism", opt(s.mechanism)},
+                  {"reason", opt(s.reason)},
+                  {"fix", opt(s.fix)}};
+    if (s.capability == Capability::kProcessTree) entry["teardown"] = opt(s.teardown);
+    caps.push_back(std::move(entry));
+  }
+  // How a run's tree is killed, with isolation (the default) and without.
+  json teardown = {{"isolated", json()}, {"unisolated", json()}};
+  for (const auto& s : probe.capabilities) {
+    if (s.capability != Capability::kProcessTree) continue;
+    teardown["isolated"] = opt(s.teardown);
+    teardown["unisolated"] = opt(probe.StatusFor(s.capability, false).teardown);
   }
   const CgroupPlan& c = probe.cgroups;
   json cgroups = {
       {"v2_parent", opt(c.v2_parent)},
       {"v2_controllers", c.v2_controllers},
+      {"v2_kill", c.v2_parent.empty() ? json() : json(GroupKillName(c.v2_kill))},
       {"v1_memory_parent", opt(c.v1_memory_parent)},
       {"v1_pids_parent", opt(c.v1_pids_parent)},
       {"v1_cpu_parent", opt(c.v1_cpu_parent)},
@@ -217,11 +253,8 @@ nlohmann::json ToJson(const Probe& probe) {
       {"seccomp", i.seccomp},
       {"own_uid_per_sandbox", i.map_ids},
   };
-  return {{"euid", probe.euid},
-          {"capabilities", caps},
-          {"cgroups", cgroups},
-          {"isolation", isolation},
-          {"disk", ToJson(probe.disk)}};
+  return {{"euid", probe.euid}, {"capabilities", caps},   {"teardown", teardown},
+          {"cgroups", cgroups}, {"isolation", isolation}, {"disk", ToJson(probe.disk)}};
 }
 
 sys::Result<Probe> ProbeHost(const ProbeOptions& options) {

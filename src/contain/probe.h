@@ -26,6 +26,9 @@ struct CapabilityStatus {
   std::string mechanism;
   std::string reason;  // why it cannot be enforced
   std::string fix;     // what would make it enforceable
+  // process_tree only: how the tree is killed at the end ("cgroup.kill",
+  // "pid_namespace", "cgroup.freeze+kill", "process_group"); "" for the others.
+  std::string teardown;
 };
 
 // What isolation can use here, each observed: a namespace made and used,
@@ -69,9 +72,10 @@ struct ProbeOptions {
 // privileges, and what follows for each capability.
 sys::Result<Probe> ProbeHost(const ProbeOptions& options);
 
-// {"euid", "capabilities": [{capability, enforceable, mechanism, reason, fix}],
-//  "cgroups": {...}, "isolation": {...}, "disk": {...}}: what `cordon probe --json`
-// and GET /v1/probe show.
+// {"euid", "capabilities": [{capability, enforceable, mechanism, reason, fix}
+//  (process_tree: also "teardown")], "teardown": {"isolated", "unisolated"},
+//  "cgroups": {...}, "isolation": {...}, "disk": {...}}: what
+// `cordon probe --json` and GET /v1/probe show.
 nlohmann::json ToJson(const Probe& probe);
 
 // Pure: the capability table that follows from a cgroup plan, privileges,

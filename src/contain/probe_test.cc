@@ -27,6 +27,7 @@ TEST(ResolveCapabilitiesTest, HybridHostAsRoot) {
   EXPECT_EQ(p.Status(Capability::kFilesystem).mechanism, "mount_namespace+landlock");
   EXPECT_EQ(p.Status(Capability::kProcessView).mechanism, "pid_namespace");
   EXPECT_EQ(p.Status(Capability::kProcessTree).mechanism, "cgroup2");
+  EXPECT_EQ(p.Status(Capability::kProcessTree).teardown, "cgroup.kill");
   EXPECT_EQ(p.Status(Capability::kMemory).mechanism, "cgroup1 memory");
   EXPECT_EQ(p.Status(Capability::kProcessCount).mechanism, "cgroup1 pids");
   EXPECT_EQ(p.Status(Capability::kCpu).mechanism, "cgroup1 cpu");
@@ -114,14 +115,22 @@ TEST(ProbeHostTest, EveryClaimHasItsMechanismOrItsReason) {
     EXPECT_FALSE(NprocLimitEffective());
     EXPECT_NE(probe->Status(Capability::kProcessCount).mechanism, "rlimit");
   }
-  // What the probe claims for cgroup v2 rests on a group it could create.
-  if (probe->Status(Capability::kProcessTree).enforceable) {
+  // What the probe claims for cgroup v2 rests on a group it could create,
+  // and the teardown it names on that group's control files.
+  if (!probe->cgroups.v2_parent.empty()) {
     const std::string& parent = probe->cgroups.v2_parent;
     auto dir = CgroupDir::Create(parent, "probe-test-" + std::to_string(::getpid()));
     ASSERT_TRUE(dir) << dir.error().message();
-    EXPECT_TRUE(dir->Has("cgroup.kill"));
+    EXPECT_EQ(dir->Kill(), probe->cgroups.v2_kill);
+    const CapabilityStatus& plain = probe->StatusFor(Capability::kProcessTree, false);
+    if (plain.teardown == "cgroup.kill") {
+      EXPECT_TRUE(dir->Has("cgroup.kill"));
+    } else if (plain.teardown == "cgroup.freeze+kill") {
+      EXPECT_TRUE(dir->Has("cgroup.freeze"));
+    }
     EXPECT_TRUE(dir->Remove());
   }
+  EXPECT_FALSE(probe->Status(Capability::kProcessTree).teardown.empty());  // always named
 }
 
 TEST(CgroupRootTest, RejectsBadPaths) {

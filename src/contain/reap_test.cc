@@ -123,6 +123,71 @@ TEST_F(ReapTest, AnOrphanedTreeIsKilledThroughItsCgroup) {
   EXPECT_TRUE(Reap().empty());  // nothing left to do
 }
 
+// Writing cgroup.kill fails as on Linux before 5.14 (no such file); the
+// rest goes to the kernel, and freezes are counted.
+class NoCgroupKillSignaller final : public Signaller {
+ public:
+  sys::Result<void> Signal(const sys::PidFd& process, int sig) override {
+    return kernel_.Signal(process, sig);
+  }
+  sys::Result<void> KillCgroup(const CgroupDir& group) override {
+    return sys::Fail(group.path() + "/cgroup.kill: no such file", ENOENT);
+  }
+  sys::Result<void> FreezeCgroup(const CgroupDir& group, bool frozen) override {
+    freezes.push_back(frozen);
+    return kernel_.FreezeCgroup(group, frozen);
+  }
+  std::vector<bool> freezes;
+
+ private:
+  KernelSignaller kernel_;
+};
+
+TEST_F(ReapTest, WithoutCgroupKillAnOrphanedTreeIsFrozenKilledAndVerified) {
+  const Probe& probe = testing::TestProbe();
+  if (probe.cgroups.v2_parent.empty()) {
+    GTEST_SKIP() << "no cgroup v2 here: " << probe.cgroups.v2_problem;
+  }
+  auto cgroups = GrantCgroups::Create(probe.cgroups, NewGrantId(), {.tree = true});
+  ASSERT_TRUE(cgroups);
+  if (!cgroups->v2()->Has("cgroup.freeze")) {
+    EXPECT_TRUE(cgroups->Remove());
+    GTEST_SKIP() << "no cgroup.freeze here (needs Linux 5.2)";
+  }
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "setsid sleep 60 & sleep 60 & echo ready; wait"};
+  r.cgroups = &*cgroups;
+  auto launched = Launch(r);
+  ASSERT_TRUE(launched);
+  (void)sys::SetNonBlocking(launched->stdout_read.get(), false);
+  char c;
+  ASSERT_EQ(::read(launched->stdout_read.get(), &c, 1), 1);
+  std::vector<pid_t> members = cgroups->v2()->Procs().value();
+  ASSERT_EQ(members.size(), 3u);
+
+  store::GrantRecord g = Orphan("orphan-5.10");
+  g.cgroups = {{"v2", cgroups->v2()->path()}};
+  g.identity = launched->identity;
+  g.pgid = launched->pgid;
+  ASSERT_TRUE(store_->InsertGrant(g));
+  ASSERT_TRUE(store_->RecordStart(g.id, *g.identity, *g.pgid));
+
+  NoCgroupKillSignaller signaller;
+  auto reports = contain::Reap(*store_, signaller, {});
+  ASSERT_TRUE(reports) << reports.error().message();
+  ASSERT_EQ(reports->size(), 1u);
+  const ReapReport& report = (*reports)[0];
+  EXPECT_EQ(report.action, "reaped") << report.release.problem;
+  EXPECT_TRUE(report.release.dead);
+  EXPECT_EQ(report.release.teardown, "cgroup.freeze+kill");
+  EXPECT_EQ(signaller.freezes, (std::vector<bool>{true, false}));
+  for (pid_t pid : members) EXPECT_TRUE(testing::Exited(pid)) << pid;
+  EXPECT_FALSE(std::filesystem::exists(g.cgroups["v2"].get<std::string>()));
+  EXPECT_EQ(State("orphan-5.10"), "released");
+  EXPECT_EQ(store_->GetGrant("orphan-5.10").value()->release["teardown"], "cgroup.freeze+kill");
+  (void)launched->pidfd.Reap();
+}
+
 TEST_F(ReapTest, AnOrphanedProcessGroupIsKilledWhenItsLeaderStillMatches) {
   pid_t leader = ForkSleeper(true);
   auto id = proc::ReadIdentity(leader);

@@ -1,8 +1,14 @@
 #include "contain/sandbox.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <memory>
 
 #include "contain/namespaces.h"
 
@@ -12,6 +18,62 @@ namespace {
 // The host's device nodes a sandbox without a mount namespace may use.
 constexpr const char* kHostDevices[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
                                         "/dev/urandom", "/dev/tty",  "/dev/pts",  "/dev/ptmx"};
+
+// How deep GiveTree goes: one descriptor is open per level.
+constexpr int kGiveDepth = 128;
+
+// Changes the owner of the directory `dir_fd` and of everything in it,
+// never following a symbolic link and never leaving its filesystem. What
+// is in it was made by earlier sandboxes of the same workspace, none of
+// which runs any more; a hard link in it cannot lead outside (link(2)
+// refuses to cross mounts, and a sandbox sees the host only through mounts).
+sys::Result<void> GiveDirectory(int dir_fd, dev_t dev, uint32_t uid, uint32_t gid, int depth) {
+  if (::fchown(dir_fd, uid, gid) != 0) return sys::FailErrno("fchown");
+  if (depth >= kGiveDepth) {
+    return sys::Fail("the workspace is nested more than " + std::to_string(kGiveDepth) +
+                     " directories deep");
+  }
+  int listing = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (listing < 0) return sys::FailErrno("openat(\".\")");
+  DIR* dir = ::fdopendir(listing);
+  if (dir == nullptr) {
+    ::close(listing);
+    return sys::FailErrno("fdopendir");
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(dir, ::closedir);
+  while (struct dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;
+      return sys::FailErrno("fstatat(\"" + name + "\")");
+    }
+    if (st.st_dev != dev) continue;  // a mount point: not the workspace's
+    if (S_ISDIR(st.st_mode)) {
+      int child = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child < 0) return sys::FailErrno("openat(\"" + name + "\")");
+      sys::UniqueFd owned(child);
+      if (auto given = GiveDirectory(child, dev, uid, gid, depth + 1); !given) {
+        return std::unexpected(given.error().Context(name));
+      }
+    } else if (::fchownat(dir_fd, name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0 &&
+               errno != ENOENT) {
+      return sys::FailErrno("fchownat(\"" + name + "\")");
+    }
+  }
+  return {};
+}
+
+// The detached copy `tree_fd` of a workspace, with all that is in it, given
+// to `uid` and `gid`.
+sys::Result<void> GiveTree(int tree_fd, uint32_t uid, uint32_t gid) {
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd root,
+                          sys::OpenAt(tree_fd, ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  struct stat st {};
+  if (::fstat(root.get(), &st) != 0) return sys::FailErrno("fstat");
+  return GiveDirectory(root.get(), st.st_dev, uid, gid, 0);
+}
 
 }  // namespace
 
@@ -26,6 +88,8 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
   if (r.namespaces) {
     s.clone_flags_ = SandboxCloneFlags();
     s.new_network_ = spec.network == Network::kNone;
+    s.workspace_made_ = spec.workspace_made;
+    s.workspace_ = r.workspace;
     MountRequest m{spec.system_dirs,   spec.hidden_paths, spec.binds, r.workspace, -1,
                    spec.tmp_size_bytes};
     // The workspace appears owned by the sandbox's root through an
@@ -36,8 +100,16 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
     struct stat st {};
     bool privileged_ids = r.outside_uid != ::getuid();
     if (privileged_ids && ::stat(r.workspace.c_str(), &st) == 0) {
+      auto tree = DetachedTree(r.workspace);
+      if (!tree && tree.error().errno_value() != EPERM && tree.error().errno_value() != ENOSYS) {
+        return std::unexpected(tree.error().Context("the workspace"));
+      }
+      // EPERM: no CAP_SYS_ADMIN over this mount namespace (a root in a
+      // container); the child then binds the workspace by path.
+      if (tree) s.workspace_tree_ = std::move(*tree);
+      m.workspace_tree = s.workspace_tree_.get();
       auto idmapped = [&]() -> sys::Result<void> {
-        CORDON_ASSIGN_OR_RETURN(s.workspace_tree_, DetachedTree(r.workspace));
+        if (!tree) return std::unexpected(tree.error());
         if (st.st_uid == 0 && st.st_gid == 0) {
           s.idmap_in_enter_ = true;  // the sandbox's own namespace maps 0 to its id
           return {};
@@ -46,17 +118,12 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
                                                                         st.st_gid, r.outside_gid));
         return IdmapTree(s.workspace_tree_.get(), userns.get());
       }();
-      if (idmapped) {
-        m.workspace_tree = s.workspace_tree_.get();
-      } else {
-        s.workspace_tree_.reset();
-        s.idmap_in_enter_ = false;
-        s.notes_.push_back("the workspace is not idmapped (" + idmapped.error().message() +
-                           "): it is bound as it is, owned by nobody inside, and writable only "
-                           "where its mode lets others write");
-      }
+      // Not idmapped, the copy is attached as it is (the supervisor opened
+      // it, so its parents need not be reachable by the sandbox's id).
+      if (!idmapped) CORDON_RETURN_IF_ERROR(s.NotIdmapped(idmapped.error()));
     }
-    s.mounts_.emplace(MountPlan::Build(m));
+    CORDON_ASSIGN_OR_RETURN(MountPlan plan, MountPlan::Build(m));
+    s.mounts_.emplace(std::move(plan));
   } else if (spec.network == Network::kNone) {
     tcp_refused = true;  // no namespace: Landlock and seccomp keep what they can out
   }
@@ -110,12 +177,49 @@ sys::Result<void> Sandbox::Enter(pid_t child) {
                             sys::Open("/proc/" + std::to_string(child) + "/ns/user", O_RDONLY));
     return IdmapTree(workspace_tree_.get(), userns.get());
   }();
-  // The child attaches the tree either way: not idmapped, it is a plain bind.
-  if (!idmapped) {
-    notes_.push_back("the workspace is not idmapped (" + idmapped.error().message() +
-                     "): it is owned by nobody inside, and writable only where its mode lets "
-                     "others write");
+  // The child attaches the tree either way: not idmapped, it is a plain copy.
+  if (!idmapped) return NotIdmapped(idmapped.error());
+  return {};
+}
+
+sys::Result<void> Sandbox::NotIdmapped(const sys::Error& why) {
+  // The copy keeps the attributes a plain bind has (without mount_setattr,
+  // the child remounts it so).
+  struct mount_attr attr {};
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (workspace_tree_ &&
+      ::syscall(SYS_mount_setattr, workspace_tree_.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) !=
+          0 &&
+      errno != ENOSYS) {
+    return sys::FailErrno(
+        "mount_setattr(the workspace's copy, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)");
   }
+  const std::string ids =
+      "uid " + std::to_string(outside_uid_) + " and gid " + std::to_string(outside_gid_);
+  if (!workspace_made_) {
+    // A caller's directory is never chowned: the sandbox gets what the
+    // modes give its outside id, which is all it can do there.
+    notes_.push_back("the workspace " + workspace_ + " is not idmapped (" + why.message() +
+                     "); the sandbox runs as outside " + ids +
+                     " and can read and write there only what that uid may: its files show as "
+                     "owned by nobody inside, and what it creates belongs to that uid outside");
+    return {};
+  }
+  // cordon made it (a session's, a run's scratch): it is given to the
+  // sandbox, so that the sandbox's root owns it inside as it would through
+  // the idmapping.
+  sys::UniqueFd by_path;  // no copy: the child binds the path
+  if (!workspace_tree_) {
+    CORDON_ASSIGN_OR_RETURN(by_path, sys::Open(workspace_, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+  }
+  const int tree = workspace_tree_ ? workspace_tree_.get() : by_path.get();
+  if (auto given = GiveTree(tree, outside_uid_, outside_gid_); !given) {
+    return std::unexpected(
+        given.error().Context("give the workspace " + workspace_ + " to outside " + ids));
+  }
+  notes_.push_back("the workspace " + workspace_ + " is not idmapped (" + why.message() +
+                   "); cordon made it, so it was given (chowned) to the sandbox's outside " + ids +
+                   ", whose root owns it inside");
   return {};
 }
 

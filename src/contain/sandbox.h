@@ -55,12 +55,16 @@ class Sandbox final {
   sys::Result<void> Enter(pid_t child);
 
   // What the sandbox does differently from the full view, in words (the
-  // run's warnings): a workspace that is not idmapped, a /tmp that is not
-  // private.
+  // run's warnings): a workspace that is not idmapped (and whether it was
+  // given to the sandbox's outside id, or what that id may do in a caller's
+  // directory), a /tmp that is not private.
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   Sandbox() = default;
+  // The workspace's copy could not be idmapped (`why`): attached as it is,
+  // given to the outside ids if cordon made it, and the notes say which.
+  sys::Result<void> NotIdmapped(const sys::Error& why);
 
   uint64_t clone_flags_ = 0;
   bool new_network_ = false;
@@ -70,6 +74,10 @@ class Sandbox final {
   // Idmapping after clone3, through the child's own user namespace (a
   // workspace owned by root), else done in Prepare.
   bool idmap_in_enter_ = false;
+  // cordon made the workspace: where it cannot be idmapped, it is given
+  // (chowned) to the sandbox's outside ids instead.
+  bool workspace_made_ = false;
+  std::string workspace_;
   sys::UniqueFd workspace_tree_;
   std::optional<MountPlan> mounts_;
   std::unique_ptr<LandlockPolicy> landlock_;

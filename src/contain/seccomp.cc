@@ -1,8 +1,10 @@
 #include "contain/seccomp.h"
 
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -104,15 +106,100 @@ const Deny kDenied[] = {
     {"ioctl", "push characters into a terminal's input (TIOCSTI)", 1, 0xffffffffu, TIOCSTI},
     {"ioctl", "console tricks, among them pasting a selection (TIOCLINUX)", 1, 0xffffffffu,
      TIOCLINUX},
+    // Memory-layout calls that flatpak and Docker deny as attack surface:
+    // a segment table of one's own (modify_ldt, behind several escalations)
+    // and NUMA page placement, which no sandboxed program needs.
+    {"modify_ldt", "a per-process segment table: old, rarely used kernel code"},
+    {"move_pages", "NUMA page moves: attack surface nothing here needs"},
+    {"mbind", "NUMA memory policy: attack surface nothing here needs"},
+    {"migrate_pages", "NUMA page moves of a whole process"},
+    // The clock is the machine's, not the namespace's. (adjtimex stays:
+    // reading the clock's state through it needs no privilege, and the
+    // kernel refuses its writes without CAP_SYS_TIME of the host.)
+    {"clock_settime", "set the machine's clock"},
+    {"settimeofday", "set the machine's clock"},
 };
 
-// strict: no raw sockets (packet crafting, sniffing of what the namespace sees).
-const Deny kStrictDenied[] = {
-    {"socket", "raw sockets", 1, 0xf, SOCK_RAW},
-    {"socket", "packet sockets", 1, 0xf, SOCK_PACKET},
+// A refusal that compares up to two arguments (all must match).
+struct SocketDeny {
+  const char* name;
+  const char* reason;
+  int err;
+  int count;
+  struct scmp_arg_cmp cmp[2];
 };
 
-// Socket families that stay allowed: everything else is refused.
+constexpr uint64_t kTypeMask = 0xf;  // SOCK_TYPE_MASK: the flags above it do not count
+
+// With isolation (standard and strict): no raw IP sockets (packet crafting,
+// sniffing what the namespace sees), no ping sockets (ICMP through the
+// kernel's own code, CVE-2015-3636 class). Not added where the IP families
+// are refused whole: libseccomp refuses a rule narrower than one it has.
+const SocketDeny kIpSocketDenied[] = {
+    {"socket",
+     "raw IPv4 sockets",
+     EPERM,
+     2,
+     {SCMP_A0(SCMP_CMP_EQ, AF_INET), SCMP_A1(SCMP_CMP_MASKED_EQ, kTypeMask, SOCK_RAW)}},
+    {"socket",
+     "raw IPv6 sockets",
+     EPERM,
+     2,
+     {SCMP_A0(SCMP_CMP_EQ, AF_INET6), SCMP_A1(SCMP_CMP_MASKED_EQ, kTypeMask, SOCK_RAW)}},
+    {"socket",
+     "ICMP (ping) sockets",
+     EPERM,
+     2,
+     {SCMP_A0(SCMP_CMP_EQ, AF_INET), SCMP_A2(SCMP_CMP_EQ, IPPROTO_ICMP)}},
+    {"socket",
+     "ICMPv6 (ping) sockets",
+     EPERM,
+     2,
+     {SCMP_A0(SCMP_CMP_EQ, AF_INET6), SCMP_A2(SCMP_CMP_EQ, IPPROTO_ICMPV6)}},
+};
+
+// Whatever the families: no packet sockets of the obsolete SOCK_PACKET
+// type, and socket pairs of AF_UNIX only.
+const SocketDeny kSocketDenied[] = {
+    {"socket",
+     "packet sockets (SOCK_PACKET)",
+     EPERM,
+     1,
+     {SCMP_A1(SCMP_CMP_MASKED_EQ, kTypeMask, SOCK_PACKET)}},
+    // socketpair creates sockets of its family as socket does (and loads
+    // its module, AF_TIPC's among them); only AF_UNIX has pairs worth having.
+    {"socketpair",
+     "socket pairs of families other than AF_UNIX",
+     EAFNOSUPPORT,
+     1,
+     {SCMP_A0(SCMP_CMP_NE, AF_UNIX)}},
+};
+
+// standard keeps route netlink (interface and address queries, which
+// glibc's getaddrinfo makes); every other netlink protocol is refused,
+// NETLINK_NETFILTER (nf_tables, CVE-2024-1086) above all.
+const SocketDeny kStandardNetlink = {
+    "socket",
+    "netlink protocols other than NETLINK_ROUTE",
+    EPROTONOSUPPORT,
+    2,
+    {SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE)}};
+
+// strict: no raw sockets of any family. (Netlink, whose sockets are raw
+// too, is refused whole in strict, with its own errno: AllowOnlyFamilies.)
+const SocketDeny kStrictRaw = {
+    "socket",
+    "raw sockets",
+    EPERM,
+    2,
+    {SCMP_A0(SCMP_CMP_NE, AF_NETLINK), SCMP_A1(SCMP_CMP_MASKED_EQ, kTypeMask, SOCK_RAW)}};
+
+// Socket families that stay allowed: everything else is refused, the
+// families the kernel would load a module for (AF_RDS, CVE-2010-3904;
+// AF_TIPC; AF_KEY), AF_ALG, AF_PACKET and AF_VSOCK among them. vsock
+// above all: the network namespace does not confine it, and on a VM host
+// (Firecracker, Kata, cloud VMs) CID 2 is the host.
+constexpr int kStandardFamilies[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
 constexpr int kStrictFamilies[] = {AF_UNIX, AF_INET, AF_INET6};
 constexpr int kUnixOnly[] = {AF_UNIX};
 
@@ -137,6 +224,15 @@ sys::Result<void> Add(scmp_filter_ctx ctx, const Deny& d) {
   return {};
 }
 
+sys::Result<void> Add(scmp_filter_ctx ctx, const SocketDeny& d) {
+  int nr = seccomp_syscall_resolve_name(d.name);
+  if (nr == __NR_SCMP_ERROR) return sys::Fail(std::string("unknown system call ") + d.name, EINVAL);
+  int rc =
+      seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(d.err), nr, static_cast<unsigned>(d.count), d.cmp);
+  if (rc != 0) return sys::Fail(std::string("seccomp_rule_add(") + d.name + ")", -rc);
+  return {};
+}
+
 // socket(family, ...) for every family not in `allowed` (families are small
 // numbers; AF_MAX bounds them): one rule per range, since a rule compares
 // an argument once.
@@ -150,7 +246,12 @@ sys::Result<void> AllowOnlyFamilies(scmp_filter_ctx ctx, const int* allowed, siz
   };
   for (int family = 0; family < AF_MAX; ++family) {
     if (is_allowed(family)) continue;
-    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
+    // Refused netlink is EOPNOTSUPP: glibc's getifaddrs opens a route
+    // netlink socket and passes its errno on, and libzmq (ipykernel binds
+    // its subprocess pipe on tcp://127.0.0.1) aborts the kernel on any
+    // getifaddrs error but EINVAL and EOPNOTSUPP.
+    const int err = family == AF_NETLINK ? EOPNOTSUPP : EAFNOSUPPORT;
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(err), nr, 1,
                               SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(family)));
     if (rc != 0) return sys::Fail("seccomp_rule_add(socket)", -rc);
   }
@@ -172,20 +273,32 @@ sys::Result<SeccompFilter> SeccompFilter::Build(const SeccompOptions& options) {
   std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return sys::Fail("seccomp_init", ENOMEM);
   // A system call of another ABI (int 0x80 on x86-64) would bypass the
-  // table: refuse them all.
+  // table: refuse them all. (x32 numbers, bit 30 on x86-64, libseccomp
+  // sends to the same action.)
   if (int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS));
       rc != 0) {
     return sys::Fail("seccomp_attr_set(ACT_BADARCH)", -rc);
   }
   for (const Deny& d : kDenied) CORDON_RETURN_IF_ERROR(Add(ctx.get(), d));
   if (options.strict) {
-    for (const Deny& d : kStrictDenied) CORDON_RETURN_IF_ERROR(Add(ctx.get(), d));
+    CORDON_RETURN_IF_ERROR(Add(ctx.get(), kStrictRaw));
   }
+  for (const SocketDeny& d : kSocketDenied) CORDON_RETURN_IF_ERROR(Add(ctx.get(), d));
+  if (!options.unix_sockets_only) {
+    for (const SocketDeny& d : kIpSocketDenied) CORDON_RETURN_IF_ERROR(Add(ctx.get(), d));
+  }
+  // The family compared is the whole 64-bit argument, though the kernel
+  // reads an int: a family with high bits set is >= AF_MAX, so refused,
+  // never truncated into an allowed one.
   if (options.unix_sockets_only) {
     CORDON_RETURN_IF_ERROR(AllowOnlyFamilies(ctx.get(), kUnixOnly, std::size(kUnixOnly)));
   } else if (options.strict) {
     CORDON_RETURN_IF_ERROR(
         AllowOnlyFamilies(ctx.get(), kStrictFamilies, std::size(kStrictFamilies)));
+  } else {
+    CORDON_RETURN_IF_ERROR(
+        AllowOnlyFamilies(ctx.get(), kStandardFamilies, std::size(kStandardFamilies)));
+    CORDON_RETURN_IF_ERROR(Add(ctx.get(), kStandardNetlink));
   }
   for (const auto& name : options.extra_deny) {
     CORDON_RETURN_IF_ERROR(Add(ctx.get(), Deny{name.c_str(), "denied by the policy"}));

@@ -15,8 +15,9 @@
 namespace cordon::contain {
 
 struct SeccompOptions {
-  // strict: also refuse raw sockets and families other than AF_UNIX,
-  // AF_INET and AF_INET6.
+  // Both levels refuse raw IP, packet and ping sockets. standard allows
+  // the families AF_UNIX, AF_INET, AF_INET6 and route netlink only;
+  // strict only AF_UNIX, AF_INET and AF_INET6, and no raw socket at all.
   bool strict = false;
   // No network namespace could be made but no network was asked for:
   // refuse every socket family but AF_UNIX.

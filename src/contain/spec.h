@@ -81,6 +81,10 @@ struct IsolationSpec {
   std::vector<std::string> system_dirs = DefaultSystemDirs();
   std::vector<std::string> hidden_paths = DefaultHiddenPaths();
   std::vector<std::string> seccomp_deny;  // syscall names refused on top of the table
+  // cordon made the workspace (a session's, a daemon run's scratch), never a
+  // caller's directory: where it cannot be idmapped, it is chowned to the
+  // sandbox's outside id so that the sandbox can use it. Not an API field.
+  bool workspace_made = false;
 
   bool enabled() const { return level != Isolation::kNone; }
 };

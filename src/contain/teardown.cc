@@ -11,6 +11,7 @@ nlohmann::json ToJson(const Release& r) {
           {"escalated", r.escalated},
           {"survivors", r.survivors},
           {"method", r.method},
+          {"teardown", r.teardown.empty() ? nlohmann::json() : nlohmann::json(r.teardown)},
           {"teardown_us", r.duration.count()},
           {"problem", r.problem.empty() ? nlohmann::json() : nlohmann::json(r.problem)}};
 }
@@ -44,6 +45,7 @@ void Teardown::Start(TeardownMode mode, Done done) {
   done_ = std::move(done);
   started_ = std::chrono::steady_clock::now();
   release_.method = std::string(tree_.method());
+  release_.teardown = std::string(tree_.teardown());
   if (auto watched = reactor_.Watch(timer_.fd(), [this] { OnTimer(); }); !watched) {
     release_.problem = watched.error().message();
     Finish(false, {});
@@ -59,10 +61,21 @@ void Teardown::Start(TeardownMode mode, Done done) {
   Check();
 }
 
-// Pins the members not yet watched with pidfds, confirms they are still
-// members *after* pinning (so a recycled pid is never signalled), sends
-// `sig` to those not yet signalled in this phase (0: none), and watches them.
+// Sends `sig` (0: none) to every member not yet signalled in this phase:
+// those already watched through their pidfds; the others once pinned with
+// pidfds and confirmed still members *after* pinning (so a recycled pid is
+// never signalled). Watches them.
 void Teardown::SignalRound(int sig) {
+  // Members pinned in an earlier phase (SIGTERM, which they ignored) get
+  // this phase's signal through the pidfd they are pinned by: it still
+  // names that very process.
+  if (sig != 0) {
+    for (auto& [pid, fd] : watched_) {
+      if (signalled_.contains(pid)) continue;
+      if (sig != SIGTERM || pid != tree_.Forwarder()) (void)signaller_.Signal(fd, sig);
+      signalled_.insert(pid);
+    }
+  }
   auto members = tree_.Members();
   if (!members) {
     release_.problem = members.error().message();
@@ -105,6 +118,15 @@ void Teardown::Escalate() {
   auto all = tree_.KillAll(signaller_);
   kills_all_ = all && *all;
   if (!all) release_.problem = all.error().message();
+  if (!kills_all_) {
+    // No atomic kill: freeze first, so that no member forks faster than
+    // the rounds below kill them. A tree that cannot be frozen is still
+    // killed member by member.
+    auto frozen = tree_.Freeze(signaller_);
+    frozen_ = frozen && *frozen;
+    if (!frozen) release_.problem = frozen.error().message();
+  }
+  release_.teardown = std::string(tree_.teardown());  // KillAll may have fallen back
   SignalRound(kills_all_ ? 0 : SIGKILL);
   (void)timer_.Arm(options_.verify_timeout);
 }
@@ -165,6 +187,8 @@ void Teardown::Check() {
       return;  // the timer will finish it
     }
     if (members->empty()) {
+      // Nobody is left to run: what is still exiting does so frozen or not.
+      Thaw();
       AwaitEnd();
       return;
     }
@@ -235,7 +259,16 @@ void Teardown::StopAwaitingEnd() {
   }
 }
 
+void Teardown::Thaw() {
+  if (!frozen_) return;
+  frozen_ = false;
+  if (auto thawed = tree_.Thaw(signaller_); !thawed) release_.problem = thawed.error().message();
+}
+
 void Teardown::Finish(bool dead, std::vector<pid_t> survivors) {
+  // Dead: nothing is left to thaw but the group. Survivors stay frozen:
+  // they cannot run until a later teardown kills them.
+  if (dead) Thaw();
   phase_ = Phase::kDone;
   UnwatchAll();
   (void)timer_.Disarm();

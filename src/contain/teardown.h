@@ -2,7 +2,11 @@
 // Runs on a Reactor: it waits on pidfds and a timer, never sleeps.
 //
 // Graceful: SIGTERM to every member, up to `grace` for the tree to empty,
-// then SIGKILL (escalated). Immediate: SIGKILL at once. Either way death is
+// then SIGKILL (escalated). Immediate: SIGKILL at once. SIGKILL goes to the
+// whole tree at once where the tree can (cgroup.kill); otherwise the tree
+// is frozen where it can be (cgroup.freeze) and every member is killed one
+// by one, round after round, until none is left; then it is thawed. A tree
+// left with survivors stays frozen. Either way death is
 // then verified: every pinned member's pidfd reports exit, a fresh look at
 // the tree finds nobody, and the end of the tree is observed (Tree::Ended:
 // its cgroup unpopulated, its pid namespace's init exited), waited for on
@@ -33,12 +37,16 @@ struct Release {
   bool dead = false;       // observed: nothing of the tree is left
   bool escalated = false;  // SIGTERM was not enough; SIGKILL was sent
   std::vector<pid_t> survivors;
-  std::string method;  // "cgroup2", "process_group"
+  std::string method;  // what holds the tree: "cgroup2", "pid_namespace", "process_group"
+  // How it was killed (Tree::teardown): "cgroup.kill", "pid_namespace",
+  // "cgroup.freeze+kill", "kill_each", "process_group".
+  std::string teardown;
   std::chrono::microseconds duration{0};
   std::string problem;  // why death could not be verified, if it could not
 };
 
-// {"dead", "escalated", "survivors", "method", "teardown_us", "problem"}.
+// {"dead", "escalated", "survivors", "method", "teardown", "teardown_us",
+//  "problem"}.
 nlohmann::json ToJson(const Release& release);
 
 struct TeardownOptions {
@@ -80,6 +88,7 @@ class Teardown final {
   void AwaitEnd();
   void OnEndEvent();
   void StopAwaitingEnd();
+  void Thaw();
   void Finish(bool dead, std::vector<pid_t> survivors);
   void UnwatchAll();
 
@@ -95,6 +104,7 @@ class Teardown final {
   std::map<pid_t, sys::PidFd> watched_;
   std::set<pid_t> signalled_;  // in the current phase
   bool kills_all_ = false;     // the tree has an atomic kill (cgroup.kill)
+  bool frozen_ = false;        // the tree was frozen for the kill and not yet thawed
   // While the members are gone but the end is not yet observed: the
   // descriptors from Tree::EndEvents, watched until one wakes us, or, for
   // a tree with none, a timer to look again (made when first needed).

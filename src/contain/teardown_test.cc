@@ -5,6 +5,7 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,19 +19,31 @@
 namespace cordon::contain {
 namespace {
 
-// Forwards to the kernel and records every signal it sends.
+// Forwards to the kernel and records every signal it sends. With
+// `no_cgroup_kill`, writing cgroup.kill fails as where the file is missing
+// (Linux before 5.14), and is not forwarded.
 class RecordingSignaller final : public Signaller {
  public:
+  explicit RecordingSignaller(bool no_cgroup_kill = false) : no_cgroup_kill_(no_cgroup_kill) {}
   sys::Result<void> Signal(const sys::PidFd& process, int sig) override {
     signals.emplace_back(process.pid(), sig);
     return kernel_.Signal(process, sig);
   }
   sys::Result<void> KillCgroup(const CgroupDir& group) override {
     ++cgroup_kills;
+    if (no_cgroup_kill_) return sys::Fail(group.path() + "/cgroup.kill: no such file", ENOENT);
     return kernel_.KillCgroup(group);
+  }
+  sys::Result<void> FreezeCgroup(const CgroupDir& group, bool frozen) override {
+    freezes.push_back(frozen);
+    return kernel_.FreezeCgroup(group, frozen);
   }
   std::vector<std::pair<pid_t, int>> signals;
   int cgroup_kills = 0;
+  std::vector<bool> freezes;  // true: frozen, false: thawed
+
+ private:
+  bool no_cgroup_kill_;
 
  private:
   KernelSignaller kernel_;
@@ -143,6 +156,32 @@ TEST_F(CgroupTeardownTest, ATreeThatIgnoresSigtermIsEscalatedToSigkill) {
   EXPECT_EQ(exit->status, SIGKILL);
 }
 
+// Without an atomic kill (a group frozen, or killed member by member), the
+// members that ignored SIGTERM, and were pinned for it, get SIGKILL too.
+TEST_F(CgroupTeardownTest, WithoutCgroupKillMembersThatIgnoreSigtermAreKilledToo) {
+  for (GroupKill kill : {GroupKill::kFreezeKill, GroupKill::kEach}) {
+    if (kill == GroupKill::kFreezeKill && !cgroups_->v2()->Has("cgroup.freeze")) continue;
+    // sleep inherits the ignored SIGTERM.
+    Launched main = Start("trap '' TERM; sleep 60 & sleep 60 & echo ready; wait");
+    CgroupTree tree(*cgroups_->v2(), true, nullptr, kill);
+    RecordingSignaller signaller;
+    Release r = RunTeardown(tree, signaller, TeardownMode::kGraceful,
+                            {std::chrono::milliseconds(200), std::chrono::seconds(10)});
+    EXPECT_TRUE(r.dead) << GroupKillName(kill) << ": " << r.problem;
+    EXPECT_TRUE(r.escalated);
+    EXPECT_EQ(r.teardown, GroupKillName(kill));
+    EXPECT_EQ(signaller.cgroup_kills, 0);
+    int kills = 0;
+    for (auto [pid, sig] : signaller.signals) kills += sig == SIGKILL;
+    EXPECT_EQ(kills, 3) << GroupKillName(kill);
+    EXPECT_TRUE(tree.Members()->empty());
+    auto exit = main.pidfd.Reap();
+    ASSERT_TRUE(exit);
+    EXPECT_TRUE(exit->signaled);
+    EXPECT_EQ(exit->status, SIGKILL);
+  }
+}
+
 TEST_F(CgroupTeardownTest, WhenSignalsDoNothingDeathIsNotClaimed) {
   Launched main = Start("sleep 60 & echo ready; wait");
   CgroupTree tree(*cgroups_->v2(), true);
@@ -211,6 +250,181 @@ TEST_F(CgroupTeardownTest, AnInitStillInItsExitIsNotDeadUntilItsPidfdSignals) {
   EXPECT_TRUE(exit->signaled);
 }
 
+// Without cgroup.kill (Linux 5.10): a group frozen, then each member
+// killed. The tree fights back: hopping chains (each process forks its
+// successor and exits at once, so no pid lives long enough to be signalled
+// twice) and, where a process limit bounds it, a breeder forking until the
+// limit refuses, again and again.
+class FreezeTeardownTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kPids = 64;
+
+  void SetUp() override {
+    const Probe& probe = testing::TestProbe();
+    if (probe.cgroups.v2_parent.empty()) {
+      GTEST_SKIP() << "no usable cgroup v2 here: " << probe.cgroups.v2_problem;
+    }
+    CgroupLimits limits{.tree = true};
+    // A bound for the breeder, v2 or v1 (this machine's v2 tree has no
+    // controllers); without one there is no breeder.
+    bounded_ = probe.Status(Capability::kProcessCount).enforceable &&
+               probe.Status(Capability::kProcessCount).mechanism != "rlimit";
+    if (bounded_) limits.pids = kPids;
+    auto g = GrantCgroups::Create(probe.cgroups, NewGrantName(), limits);
+    ASSERT_TRUE(g) << g.error().message();
+    cgroups_.emplace(std::move(*g));
+    if (!cgroups_->v2()->Has("cgroup.freeze")) {
+      GTEST_SKIP() << "cgroup v2 here has no cgroup.freeze (needs Linux 5.2)";
+    }
+  }
+  void TearDown() override {
+    if (!cgroups_) return;
+    KernelSignaller kernel;
+    CgroupTree tree(*cgroups_->v2(), true, nullptr, GroupKill::kFreezeKill);
+    RunTeardown(tree, kernel, TeardownMode::kImmediate, {});
+    if (root_) {
+      (void)root_->SendSignal(SIGKILL);  // dead already, unless a test failed
+      (void)root_->Reap();
+    }
+    EXPECT_TRUE(cgroups_->Remove());
+  }
+  static std::string NewGrantName() {
+    static int n = 0;
+    return "freeze-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  }
+
+  // The tree's root, a child of this test in the group (and with
+  // `pid_namespace` the init of a new pid namespace). It and all it forks
+  // run only async-signal-safe code.
+  void StartTree(bool pid_namespace) {
+    int ready[2];
+    ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+    std::vector<int> join;
+    for (const auto& fd : cgroups_->join_fds()) join.push_back(fd.get());
+    bool breed = bounded_;
+    int pidfd = -1;
+    struct clone_args args {};
+    args.flags = CLONE_PIDFD | CLONE_INTO_CGROUP | (pid_namespace ? CLONE_NEWPID : 0);
+    args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    args.cgroup = static_cast<uint64_t>(cgroups_->v2()->fd());
+    long pid = ::syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) {
+      for (int fd : join) (void)!::write(fd, "0", 1);  // the v1 pids group
+      // Orphans come here and are reaped at once: no zombie holds a pid.
+      ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      ::sigaction(SIGCHLD, &ignore, nullptr);
+      for (int i = 0; i < 4; ++i) {
+        if (::fork() == 0) {
+          for (;;) {
+            if (::fork() > 0) ::_exit(0);  // the successor goes on; a failed fork retries
+          }
+        }
+      }
+      if (breed && ::fork() == 0) {
+        for (;;) {
+          if (::fork() == 0) {
+            for (;;) ::pause();
+          }
+        }
+      }
+      (void)!::write(ready[1], "r", 1);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    ASSERT_GT(pid, 0) << "clone3: " << errno;
+    root_.emplace(sys::UniqueFd(pidfd), static_cast<pid_t>(pid));
+    char c;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    ::close(ready[0]);
+    // The breeder reaches its limit (or at least a crowd): members to kill.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    size_t want = bounded_ ? static_cast<size_t>(kPids) / 2 : 5;
+    while (std::chrono::steady_clock::now() < deadline &&
+           cgroups_->v2()->Procs().value_or(std::vector<pid_t>{}).size() < want) {
+      ::usleep(1000);  // the tree grows by itself; there is no event to wait on
+    }
+  }
+
+  bool bounded_ = false;
+  std::optional<GrantCgroups> cgroups_;
+  std::optional<sys::PidFd> root_;
+};
+
+TEST_F(FreezeTeardownTest, AForkingTreeIsFrozenKilledAndVerifiedWithoutCgroupKill) {
+  StartTree(/*pid_namespace=*/false);
+  CgroupTree tree(*cgroups_->v2(), true, nullptr, GroupKill::kFreezeKill);
+  EXPECT_EQ(tree.teardown(), "cgroup.freeze+kill");
+  ASSERT_FALSE(tree.Members()->empty());
+  RecordingSignaller signaller;
+  Release r = RunTeardown(tree, signaller, TeardownMode::kImmediate,
+                          {std::chrono::milliseconds(0), std::chrono::seconds(20)});
+  EXPECT_TRUE(r.dead) << r.problem;
+  EXPECT_TRUE(r.survivors.empty());
+  EXPECT_EQ(r.method, "cgroup2");
+  EXPECT_EQ(r.teardown, "cgroup.freeze+kill");
+  EXPECT_EQ(ToJson(r)["teardown"], "cgroup.freeze+kill");
+  EXPECT_EQ(signaller.cgroup_kills, 0);                            // cgroup.kill was never written
+  EXPECT_EQ(signaller.freezes, (std::vector<bool>{true, false}));  // frozen, then thawed
+  EXPECT_FALSE(signaller.signals.empty());
+  for (auto [pid, sig] : signaller.signals) EXPECT_EQ(sig, SIGKILL);
+  // Verified, not assumed: nothing listed, "populated 0", and thawed.
+  EXPECT_TRUE(tree.Members()->empty());
+  EXPECT_EQ(cgroups_->v2()->ReadKey("cgroup.events", "populated").value(), 0u);
+  EXPECT_EQ(cgroups_->v2()->ReadKey("cgroup.events", "frozen").value(), 0u);
+  EXPECT_EQ(cgroups_->v2()->Read("cgroup.freeze").value(), "0\n");
+  EXPECT_TRUE(root_->HasExited());
+}
+
+TEST_F(FreezeTeardownTest, AfterTheGraceTheTreeIsFrozenAndKilled) {
+  StartTree(false);
+  CgroupTree tree(*cgroups_->v2(), true, nullptr, GroupKill::kFreezeKill);
+  RecordingSignaller signaller;
+  // The root ignores nothing, but the chains hop faster than SIGTERM finds
+  // them; the breeder's children wait for it: escalation is likely, death
+  // is certain.
+  Release r = RunTeardown(tree, signaller, TeardownMode::kGraceful,
+                          {std::chrono::milliseconds(100), std::chrono::seconds(20)});
+  EXPECT_TRUE(r.dead) << r.problem;
+  EXPECT_EQ(signaller.cgroup_kills, 0);
+  if (r.escalated) {
+    EXPECT_EQ(signaller.freezes, (std::vector<bool>{true, false}));
+  }
+  EXPECT_EQ(cgroups_->v2()->ReadKey("cgroup.events", "populated").value(), 0u);
+}
+
+TEST_F(FreezeTeardownTest, WhereCgroupKillCannotBeWrittenTheTeardownFreezesInstead) {
+  StartTree(false);
+  CgroupTree tree(*cgroups_->v2(), true);  // as the group's files say: cgroup.kill here
+  RecordingSignaller signaller(/*no_cgroup_kill=*/true);
+  Release r = RunTeardown(tree, signaller, TeardownMode::kImmediate,
+                          {std::chrono::milliseconds(0), std::chrono::seconds(20)});
+  EXPECT_TRUE(r.dead) << r.problem;
+  EXPECT_EQ(signaller.cgroup_kills, 1);  // tried once, refused
+  EXPECT_EQ(r.teardown, "cgroup.freeze+kill");
+  EXPECT_EQ(signaller.freezes, (std::vector<bool>{true, false}));
+  EXPECT_EQ(cgroups_->v2()->ReadKey("cgroup.events", "populated").value(), 0u);
+}
+
+TEST_F(FreezeTeardownTest, APidNamespaceDiesWithItsInitWithoutCgroupKill) {
+  StartTree(/*pid_namespace=*/true);
+  CgroupTree tree(*cgroups_->v2(), true, &*root_, GroupKill::kFreezeKill);
+  EXPECT_EQ(tree.teardown(), "pid_namespace");
+  RecordingSignaller signaller;
+  Release r = RunTeardown(tree, signaller, TeardownMode::kImmediate,
+                          {std::chrono::milliseconds(0), std::chrono::seconds(20)});
+  EXPECT_TRUE(r.dead) << r.problem;
+  EXPECT_EQ(r.teardown, "pid_namespace");
+  EXPECT_EQ(signaller.cgroup_kills, 0);
+  ASSERT_FALSE(signaller.signals.empty());
+  EXPECT_EQ(signaller.signals.front(), std::make_pair(root_->pid(), SIGKILL));  // the init first
+  EXPECT_TRUE(root_->HasExited());  // the namespace is gone: its init's exit completed
+  EXPECT_EQ(cgroups_->v2()->ReadKey("cgroup.events", "populated").value(), 0u);
+  EXPECT_EQ(cgroups_->v2()->Read("cgroup.freeze").value(), "0\n");
+}
+
 TEST(ProcessGroupTeardownTest, KillsEveryMemberOfTheGroup) {
   LaunchRequest req;
   req.argv = {"/bin/sh", "-c", "sleep 60 & sleep 60 & echo ready; wait"};
@@ -227,6 +441,26 @@ TEST(ProcessGroupTeardownTest, KillsEveryMemberOfTheGroup) {
   EXPECT_EQ(r.method, "process_group");
   EXPECT_EQ(signaller.signals.size(), 3u);
   for (auto [pid, sig] : signaller.signals) EXPECT_EQ(sig, SIGKILL);
+  (void)launched->pidfd.Reap();
+}
+
+TEST(ProcessGroupTeardownTest, MembersThatIgnoreSigtermGetSigkillAfterTheGrace) {
+  LaunchRequest req;
+  req.argv = {"/bin/sh", "-c", "trap '' TERM; sleep 60 & sleep 60 & echo ready; wait"};
+  auto launched = Launch(req);
+  ASSERT_TRUE(launched);
+  (void)sys::SetNonBlocking(launched->stdout_read.get(), false);
+  char c;
+  ASSERT_EQ(::read(launched->stdout_read.get(), &c, 1), 1);
+  ProcessGroupTree tree(launched->pgid, launched->identity.pid, launched->identity.start_ticks);
+  RecordingSignaller signaller;
+  Release r = RunTeardown(tree, signaller, TeardownMode::kGraceful,
+                          {std::chrono::milliseconds(200), std::chrono::seconds(10)});
+  EXPECT_TRUE(r.dead) << r.problem;
+  EXPECT_TRUE(r.escalated);
+  int kills = 0;
+  for (auto [pid, sig] : signaller.signals) kills += sig == SIGKILL;
+  EXPECT_EQ(kills, 3);
   (void)launched->pidfd.Reap();
 }
 

@@ -32,10 +32,49 @@ sys::Result<std::vector<pid_t>> CgroupTree::Members() const {
   return group_.Procs();
 }
 
+CgroupTree::CgroupTree(const CgroupDir& group, bool v2, const sys::PidFd* ns_init,
+                       std::optional<GroupKill> kill)
+    : group_(group),
+      v2_(v2),
+      ns_init_(ns_init),
+      kill_(!v2    ? GroupKill::kEach
+            : kill ? *kill
+                   : group.Kill()) {}
+
+std::string_view CgroupTree::teardown() const {
+  if (kill_ != GroupKill::kCgroupKill && ns_init_) return "pid_namespace";
+  return GroupKillName(kill_);
+}
+
 sys::Result<bool> CgroupTree::KillAll(Signaller& signaller) const {
-  if (!v2_) return false;
-  CORDON_RETURN_IF_ERROR(signaller.KillCgroup(group_));
+  std::optional<sys::Error> failed;
+  if (kill_ == GroupKill::kCgroupKill) {
+    auto killed = signaller.KillCgroup(group_);
+    if (killed) return true;
+    failed = killed.error();
+    kill_ = group_.Has("cgroup.freeze") ? GroupKill::kFreezeKill : GroupKill::kEach;
+  }
+  // Without cgroup.kill: the init of a pid namespace takes the namespace
+  // with it (the kernel kills every other process there and lets no new one
+  // be made). The teardown still kills every member it finds, frozen: a
+  // process the group holds outside the namespace (none, unless one was
+  // moved in) must not be left.
+  if (ns_init_ && !ns_init_->HasExited()) {
+    auto sent = signaller.Signal(*ns_init_, SIGKILL);
+    if (!sent && sent.error().errno_value() != ESRCH && !failed) failed = sent.error();
+  }
+  if (failed) return std::unexpected(*failed);
+  return false;
+}
+
+sys::Result<bool> CgroupTree::Freeze(Signaller& signaller) const {
+  if (kill_ != GroupKill::kFreezeKill) return false;
+  CORDON_RETURN_IF_ERROR(signaller.FreezeCgroup(group_, true));
   return true;
+}
+
+sys::Result<void> CgroupTree::Thaw(Signaller& signaller) const {
+  return signaller.FreezeCgroup(group_, false);
 }
 
 sys::Result<bool> CgroupTree::Ended() const {

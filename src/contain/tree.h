@@ -1,13 +1,16 @@
 // A grant's process tree as teardown sees it: who is in it now, and how to
 // kill all of it at once if the mechanism can. The strongest mechanism
 // available is used: a cgroup v2 group (holds setsid'ed descendants, killed
-// atomically by cgroup.kill), else the process group (degraded).
+// atomically by cgroup.kill, or, before Linux 5.14, frozen and killed member
+// by member), a pid namespace (its init takes the rest with it), else the
+// process group (degraded).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -23,11 +26,21 @@ class Tree {
  public:
   virtual ~Tree() = default;
   virtual std::string_view method() const = 0;
+  // How the tree is killed, as the grant's release records it:
+  // "cgroup.kill", "pid_namespace", "cgroup.freeze+kill", "kill_each" (a
+  // group's members one by one), "process_group".
+  virtual std::string_view teardown() const = 0;
   // Processes in the tree that have not exited (zombies excluded).
   virtual sys::Result<std::vector<pid_t>> Members() const = 0;
   // Kills every member at once if the mechanism can; false if it cannot
   // (the caller then signals members one by one).
   virtual sys::Result<bool> KillAll(Signaller& signaller) const = 0;
+  // Stops every member from running, so that none can fork while they are
+  // killed one by one; false if the mechanism cannot. A frozen tree stays
+  // frozen until Thaw.
+  virtual sys::Result<bool> Freeze(Signaller&) const { return false; }
+  // Lets a frozen tree run again: called once no member is left.
+  virtual sys::Result<void> Thaw(Signaller&) const { return {}; }
   // A member that passes SIGTERM on by itself (a pid namespace's init,
   // when a cgroup holds the tree and every member gets SIGTERM anyway):
   // the graceful round leaves it out, so that nobody gets SIGTERM twice.
@@ -54,9 +67,13 @@ class Tree {
 };
 
 // Membership from a group's cgroup.procs. A v2 group is killed at once with
-// cgroup.kill; a v1 group (memory or pids, on a host without usable v2) has
-// exact membership but no atomic kill, so its members are killed one by one
-// until none is left.
+// cgroup.kill. Without it (Linux before 5.14), when the tree is a pid
+// namespace its init is killed (the kernel then kills the rest of the
+// namespace and lets nobody in); either way the group is frozen
+// (cgroup.freeze, 5.2+) so that nothing in it runs or forks, and each
+// member listed is killed, until none is left; then it is thawed. A v1
+// group (memory or pids, on a host without usable v2) has exact membership
+// but neither, so its members are killed one by one until none is left.
 //
 // The end is observed when the group is empty of every task, exiting ones
 // included (v2: cgroup.events says "populated 0", v1: "tasks" is empty; then
@@ -65,12 +82,19 @@ class Tree {
 // process of the namespace has been reaped.
 class CgroupTree final : public Tree {
  public:
-  // `ns_init`, if any, must outlive the tree.
-  CgroupTree(const CgroupDir& group, bool v2, const sys::PidFd* ns_init = nullptr)
-      : group_(group), v2_(v2), ns_init_(ns_init) {}
+  // `ns_init`, if any, must outlive the tree. `kill`: how the group is
+  // killed; by default the strongest its control files allow (a v1 group:
+  // kEach).
+  CgroupTree(const CgroupDir& group, bool v2, const sys::PidFd* ns_init = nullptr,
+             std::optional<GroupKill> kill = std::nullopt);
   std::string_view method() const override { return v2_ ? "cgroup2" : "cgroup1"; }
+  std::string_view teardown() const override;
   sys::Result<std::vector<pid_t>> Members() const override;
+  // Where cgroup.kill cannot be written after all, falls back to freezing
+  // (reporting why), so that the tree is still killed.
   sys::Result<bool> KillAll(Signaller& signaller) const override;
+  sys::Result<bool> Freeze(Signaller& signaller) const override;
+  sys::Result<void> Thaw(Signaller& signaller) const override;
   pid_t Forwarder() const override { return ns_init_ ? ns_init_->pid() : 0; }
   sys::Result<bool> Ended() const override;
   sys::Result<std::vector<sys::UniqueFd>> EndEvents() const override;
@@ -80,6 +104,7 @@ class CgroupTree final : public Tree {
   const CgroupDir& group_;
   bool v2_;
   const sys::PidFd* ns_init_;
+  mutable GroupKill kill_;  // lowered by KillAll when cgroup.kill fails
 };
 
 class ProcessGroupTree final : public Tree {
@@ -93,6 +118,7 @@ class ProcessGroupTree final : public Tree {
   // signals its own group.
   ProcessGroupTree(pid_t pgid, pid_t leader, uint64_t leader_start_ticks);
   std::string_view method() const override { return "process_group"; }
+  std::string_view teardown() const override { return "process_group"; }
   sys::Result<std::vector<pid_t>> Members() const override;
   sys::Result<bool> KillAll(Signaller&) const override { return false; }
 
@@ -113,6 +139,7 @@ class PidNamespaceTree final : public Tree {
   // `init` (the main process) must outlive the tree.
   explicit PidNamespaceTree(const sys::PidFd& init) : init_(init) {}
   std::string_view method() const override { return "pid_namespace"; }
+  std::string_view teardown() const override { return "pid_namespace"; }
   sys::Result<std::vector<pid_t>> Members() const override;
   sys::Result<bool> KillAll(Signaller& signaller) const override;
   sys::Result<std::vector<sys::UniqueFd>> EndEvents() const override;

@@ -87,6 +87,7 @@ class Gateway final : public api::Extension {
     }
     context.verify_timeout = services.verify_timeout;
     context.interrupt_grace = options_.interrupt_grace;
+    context.ready_timeout = options_.kernel_ready_timeout;
     context.max_message_bytes =
         std::max(static_cast<int64_t>(options_.max_message_bytes), session::kMinKernelMessageBytes);
     context.listener = &relay_;

@@ -28,9 +28,13 @@ std::string NewSessionId() { return "s-" + sys::RandomHex(8); }
 
 // The declared environment plus the fixed allowlist, and nothing of the
 // daemon's own (DESIGN.md §1.3): what a caller declares wins.
-void AddAllowlist(contain::Spec& spec, const std::string& workspace, const std::string& kind) {
-  // Inside a sandbox the workspace is at /workspace.
-  const std::string home = spec.isolation.enabled() ? contain::kSandboxWorkspace : workspace;
+void AddAllowlist(contain::Spec& spec, const contain::Probe& probe, const std::string& workspace,
+                  const std::string& kind) {
+  // Inside a sandbox's own mount namespace the workspace is at /workspace.
+  // Where the host has no namespaces to give (user namespaces refused), an
+  // isolated session runs without them, in the workspace's host path.
+  const bool sandboxed = spec.isolation.enabled() && probe.isolation.namespaces.available;
+  const std::string home = sandboxed ? contain::kSandboxWorkspace : workspace;
   auto has = [&](const std::string& name) {
     return std::any_of(spec.env.begin(), spec.env.end(),
                        [&](const auto& e) { return e.first == name; });
@@ -333,8 +337,9 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     }
   }
   spec.workspace = workspace;
+  spec.isolation.workspace_made = true;
   spec.owner = "session:" + id;
-  AddAllowlist(spec, workspace, request.kind);
+  AddAllowlist(spec, probe_, workspace, request.kind);
 
   auto fresh = std::make_unique<Session>();
   fresh->id = id;
@@ -803,9 +808,10 @@ void Sessions::FillPool() {
       }
     }
     spec.workspace = workspace;
+    spec.isolation.workspace_made = true;
     spec.owner = "session-pool";
     spec.argv = {"/usr/bin/python3"};
-    AddAllowlist(spec, workspace, "python");
+    AddAllowlist(spec, probe_, workspace, "python");
     auto binding = std::make_shared<Binding>(Binding{key, 0, true});
     Runtime::Events events;
     events.ready = [this, binding] {

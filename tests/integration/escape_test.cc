@@ -11,17 +11,26 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/keyctl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "cordon_process.h"
 #include "proc/stat.h"
@@ -172,6 +181,37 @@ class EscapeTest : public ::testing::TestWithParam<Caller> {
     }
     EXPECT_TRUE(degraded) << capability << " is neither enforced nor degraded: " << j["grant"];
     return false;
+  }
+
+  // What try-syscall (tests/helpers/try-syscall.c) reported for each
+  // call it was given, run under `level`; `open` holds its "open F T P"
+  // and "socketpair F T" lines. A refused call is judged by the errno the
+  // probe returns, which the filter (or the kernel) decides, not the
+  // probe: the probe only reports it.
+  struct Probed {
+    json result;
+    std::map<std::string, int> err;
+    std::vector<std::string> open;
+  };
+  Probed TrySyscalls(const std::string& level, const std::string& calls,
+                     const std::string& before = "") {
+    Ran r = Sandboxed(before + "exec " + Helper("try-syscall") + " " + calls,
+                      {"--isolation", level, "--ro-bind", CORDON_HELPERS_DIR});
+    Probed p;
+    p.result = Result(r);
+    std::istringstream lines(p.result.value("stdout", ""));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("open ") || line.starts_with("socketpair ")) {
+        p.open.push_back(line);
+        continue;
+      }
+      size_t space = line.rfind(' ');
+      if (space == std::string::npos) continue;
+      p.err[line.substr(0, space)] = std::atoi(line.c_str() + space + 1);
+    }
+    EXPECT_FALSE(p.err.empty() && p.open.empty()) << "the probe did not run: " << r.out << r.err;
+    EXPECT_TRUE(Enforced(p.result, "syscall_filter"));
+    return p;
   }
 
   TempDir host_;   // host files the sandbox must not see
@@ -535,6 +575,215 @@ TEST_P(EscapeTest, AKilledSupervisorsSandboxIsReaped) {
   Ran reap = Cordon({"reap", "--json", "--state-dir", state_ / "s"}, "", Prefix()).Wait();
   EXPECT_EQ(reap.status, 0) << reap.out << reap.err;
   EXPECT_TRUE(LiveProcessesWith(marker).empty()) << reap.out;
+}
+
+// --- Issue 13: the system-call and socket classes. ---
+//
+// Each runs under `standard` and `strict` only: the promise is seccomp's,
+// and `--isolation none` installs no filter (it promises the boundary of
+// limits and teardown, not a refused system call), so there is nothing to
+// test there. The probe is tests/helpers/try-syscall.c.
+
+const char* const kFilteredLevels[] = {"standard", "strict"};
+
+// Case 14: the nested user-namespace kernel surface (CVE-2021-3493,
+// CVE-2023-0386, CVE-2022-0185, CVE-2024-1086).
+TEST_P(EscapeTest, TheNestedUserNamespaceSurfaceIsRefused) {
+  for (const char* level : kFilteredLevels) {
+    SCOPED_TRACE(level);
+    std::string token = Token();
+    // After the attempts to make /usr writable, a write there: the host's
+    // /usr is where it would land.
+    Probed p = TrySyscalls(level,
+                           "unshare clone-newuser setns fsopen fsopen-overlay fsmount fsconfig "
+                           "fspick open_tree move_mount mount_setattr-usr overlay "
+                           "netlink-netfilter write:/usr/" +
+                               token);
+    for (const char* call :
+         {"unshare", "clone-newuser", "setns", "fsopen", "fsopen-overlay", "fsmount", "fsconfig",
+          "fspick", "open_tree", "move_mount", "mount_setattr-usr", "overlay"}) {
+      EXPECT_EQ(p.err[call], EPERM) << call << ": " << p.result["stdout"];
+    }
+    // EPROTONOSUPPORT where netlink is allowed (standard); EOPNOTSUPP where
+    // it is not (strict, no network namespace: the errno libzmq's
+    // getifaddrs call survives, seccomp.cc).
+    int nf = p.err["netlink-netfilter"];
+    EXPECT_TRUE(nf == EPROTONOSUPPORT || nf == EOPNOTSUPP) << p.result["stdout"];
+    EXPECT_NE(p.err["write:/usr/" + token], 0) << p.result["stdout"];
+    EXPECT_FALSE(std::filesystem::exists("/usr/" + token));
+  }
+}
+
+// Case 15: io_uring, bpf, perf_event_open, userfaultfd and the keyrings
+// (CVE-2016-0728). A canary key in the test's own session keyring, which
+// cordon's process inherits, is not visible in /proc/keys inside.
+TEST_P(EscapeTest, KernelExtensionPointsAndKeyringsAreRefused) {
+  std::string canary = "cordon-canary-" + Token();
+  long key = ::syscall(SYS_add_key, "user", canary.c_str(), "x", 1, KEY_SPEC_SESSION_KEYRING);
+  if (key < 0) GTEST_SKIP() << "add_key: " << std::strerror(errno) << " (no keyrings here)";
+  // The control: the test itself sees it, so its absence inside means
+  // something.
+  bool seen_outside = Slurp("/proc/keys").find(canary) != std::string::npos;
+  for (const char* level : kFilteredLevels) {
+    SCOPED_TRACE(level);
+    Probed p = TrySyscalls(level,
+                           "io_uring_setup io_uring_enter io_uring_register bpf perf_event_open "
+                           "userfaultfd keyctl add_key request_key",
+                           "cat /proc/keys; ");
+    for (const char* call :
+         {"io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "perf_event_open",
+          "userfaultfd", "keyctl", "add_key", "request_key"}) {
+      EXPECT_EQ(p.err[call], EPERM) << call << ": " << p.result["stdout"];
+    }
+    EXPECT_EQ(p.result.dump().find(canary), std::string::npos) << p.result["stdout"];
+  }
+  ::syscall(SYS_keyctl, KEYCTL_INVALIDATE, key);
+  EXPECT_TRUE(seen_outside) << "the canary key was not in the test's own /proc/keys";
+}
+
+// Case 16: the seccomp ABI. i386 calls through int 0x80 (seccomp sees
+// AUDIT_ARCH_I386: the whole ABI is refused, getpid the control), x32
+// numbers (bit 30: libseccomp's x86-64 filter sends them to the bad-arch
+// action, ENOSYS, before the kernel, which may lack x32, is asked), and
+// socket() with a family whose high 32 bits are set, which the kernel
+// would truncate to an int.
+TEST_P(EscapeTest, OtherSystemCallAbisAreRefused) {
+  for (const char* level : kFilteredLevels) {
+    SCOPED_TRACE(level);
+    Probed p = TrySyscalls(level,
+                           "i386-getpid i386-ptrace i386-mount i386-unshare x32-ptrace x32-mount "
+                           "x32-unshare socket64-vsock socket64-inet socket64-packet");
+    for (const char* call : {"i386-getpid", "i386-ptrace", "i386-mount", "i386-unshare",
+                             "x32-ptrace", "x32-mount", "x32-unshare"}) {
+      EXPECT_EQ(p.err[call], ENOSYS) << call << ": " << p.result["stdout"];
+    }
+    for (const char* call : {"socket64-vsock", "socket64-inet"}) {
+      EXPECT_EQ(p.err[call], EAFNOSUPPORT) << call << ": " << p.result["stdout"];
+    }
+    // (A raw socket: strict's rule for every raw socket may answer first.)
+    int packet = p.err["socket64-packet"];
+    EXPECT_TRUE(packet == EAFNOSUPPORT || packet == EPERM) << p.result["stdout"];
+  }
+}
+
+// Case 17: every socket family from 0 to AF_MAX with every type (and
+// every netlink protocol). Only AF_UNIX, AF_INET, AF_INET6 and
+// NETLINK_ROUTE (standard only) can be made, and no kernel module was
+// loaded for the rest (CVE-2010-3904, CVE-2021-26708). (A kernel built
+// without modules has no /proc/modules: then "unchanged" is "still
+// absent", and the refusal itself is what is observed.)
+TEST_P(EscapeTest, OnlyInternetUnixAndRouteNetlinkSocketsCanBeMade) {
+  for (const char* level : kFilteredLevels) {
+    SCOPED_TRACE(level);
+    bool strict = std::string(level) == "strict";
+    bool had_modules = std::filesystem::exists("/proc/modules");
+    std::string modules = Slurp("/proc/modules");
+    Probed p =
+        TrySyscalls(level, "socket-families vsock modify_ldt move_pages mbind migrate_pages");
+    EXPECT_EQ(std::filesystem::exists("/proc/modules"), had_modules);
+    EXPECT_EQ(Slurp("/proc/modules"), modules) << "a module was loaded";
+    // Without a network namespace no IP socket is allowed at all.
+    bool ip = Namespaced(p.result);
+    std::set<std::string> made(p.open.begin(), p.open.end());
+    for (const std::string& line : made) {
+      int family = -1, type = -1, protocol = 0;
+      bool pair = line.starts_with("socketpair ");
+      std::sscanf(line.c_str(), pair ? "socketpair %d %d" : "open %d %d %d", &family, &type,
+                  &protocol);
+      bool allowed = family == AF_UNIX;
+      if (!pair && ip && (family == AF_INET || family == AF_INET6)) {
+        allowed = type != SOCK_RAW && type != SOCK_PACKET;
+      }
+      if (!pair && ip && !strict && family == AF_NETLINK) allowed = protocol == 0;
+      if (!pair && strict && type == SOCK_RAW) allowed = false;
+      EXPECT_TRUE(allowed) << "made under " << level << ": " << line;
+    }
+    // What stays works (the control: the probe really made sockets).
+    EXPECT_TRUE(made.contains("open 1 1 0")) << p.result["stdout"];
+    EXPECT_TRUE(made.contains("socketpair 1 1")) << p.result["stdout"];
+    if (ip && Enforced(p.result, "network")) {
+      EXPECT_TRUE(made.contains("open 2 1 0")) << p.result["stdout"];
+      EXPECT_EQ(made.contains("open 16 3 0"), !strict) << p.result["stdout"];
+    }
+    EXPECT_EQ(p.err["vsock"], EAFNOSUPPORT) << p.result["stdout"];
+    for (const char* call : {"modify_ldt", "move_pages", "mbind", "migrate_pages"}) {
+      EXPECT_EQ(p.err[call], EPERM) << call << ": " << p.result["stdout"];
+    }
+  }
+}
+
+// Case 18: raw sockets, packet sockets (CVE-2020-14386) and ping sockets.
+// In an empty network namespace a raw socket would see nothing the test
+// could watch for; the refusal is what is observed.
+TEST_P(EscapeTest, RawPacketAndPingSocketsAreRefused) {
+  for (const char* level : kFilteredLevels) {
+    SCOPED_TRACE(level);
+    Probed p = TrySyscalls(level, "raw4 raw6 packet packet-dgram inet-packet ping4 ping6");
+    for (const char* call : {"raw4", "raw6", "inet-packet", "ping4", "ping6"}) {
+      // EAFNOSUPPORT where no IP family is allowed at all (no network
+      // namespace).
+      int err = p.err[call];
+      EXPECT_TRUE(err == EPERM || (!Namespaced(p.result) && err == EAFNOSUPPORT))
+          << call << ": " << p.result["stdout"];
+    }
+    // The family is refused; for the raw one strict's rule for every raw
+    // socket may answer first.
+    EXPECT_TRUE(p.err["packet"] == EAFNOSUPPORT || p.err["packet"] == EPERM) << p.result["stdout"];
+    EXPECT_EQ(p.err["packet-dgram"], EAFNOSUPPORT) << p.result["stdout"];
+  }
+}
+
+// The host's realtime clock against its monotonic one, in seconds.
+double ClockOffset() {
+  struct timespec real {
+  }, mono{};
+  ::clock_gettime(CLOCK_REALTIME, &real);
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  return static_cast<double>(real.tv_sec - mono.tv_sec) +
+         static_cast<double>(real.tv_nsec - mono.tv_nsec) / 1e9;
+}
+
+// Case 28: clock_settime and adjtimex (each would move the clock 5 s
+// forward) are refused, and the host's clock did not move. Reading the
+// clock's state through adjtimex still works.
+TEST_P(EscapeTest, TheHostClockCannotBeSet) {
+  for (const char* level : kFilteredLevels) {
+    SCOPED_TRACE(level);
+    double before = ClockOffset();
+    Probed p = TrySyscalls(level, "clock_settime settimeofday adjtimex adjtimex-read");
+    double moved = ClockOffset() - before;
+    EXPECT_LT(std::abs(moved), 1.0) << "the host clock moved by " << moved << " s";
+    EXPECT_EQ(p.err["clock_settime"], EPERM) << p.result["stdout"];
+    EXPECT_EQ(p.err["settimeofday"], EPERM) << p.result["stdout"];
+    EXPECT_EQ(p.err["adjtimex"], EPERM) << p.result["stdout"];  // the kernel's: no CAP_SYS_TIME
+    EXPECT_EQ(p.err["adjtimex-read"], 0) << p.result["stdout"];
+  }
+}
+
+// flatpak's tests/test-seccomp.sh, compared: the calls both allow fail
+// with the kernel's errno for their bad arguments (not over-blocked), and
+// the calls both refuse fail with the errno flatpak expects.
+TEST_P(EscapeTest, TheFilterAgreesWithFlatpaksOnCallsBothJudge) {
+  for (const char* level : kFilteredLevels) {
+    SCOPED_TRACE(level);
+    Probed p = TrySyscalls(level,
+                           "chmod listen prctl ioctl-TIOCNOTTY chroot clone3 ioctl-TIOCSTI "
+                           "ioctl-TIOCSTI-high ioctl-TIOCLINUX ptrace mount");
+    const std::map<std::string, int> expected = {{"chmod", EFAULT},
+                                                 {"listen", EBADF},
+                                                 {"prctl", EFAULT},
+                                                 {"ioctl-TIOCNOTTY", EBADF},
+                                                 {"chroot", EPERM},
+                                                 {"clone3", ENOSYS},
+                                                 {"ioctl-TIOCSTI", EPERM},
+                                                 {"ioctl-TIOCSTI-high", EPERM},
+                                                 {"ioctl-TIOCLINUX", EPERM},
+                                                 {"ptrace", EPERM},
+                                                 {"mount", EPERM}};
+    for (const auto& [call, err] : expected) {
+      EXPECT_EQ(p.err[call], err) << call << ": " << p.result["stdout"];
+    }
+  }
 }
 
 // As root, the workspace is idmapped: its owner, whoever that is, is the
