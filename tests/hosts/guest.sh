@@ -39,8 +39,20 @@ if [ "$$" = 1 ]; then
   mkdir -p /dev/pts /dev/shm
   mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
   mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+  # The checkout may live under /tmp or /run (a CI's clean clone does):
+  # kept visible through the fresh tmpfs mounts, bound aside and back.
+  repo=$(arg repo /)
+  case $repo in /tmp/* | /run/*) covered=1 ;; *) covered=0 ;; esac
+  if [ "$covered" = 1 ]; then
+    mkdir -p /mnt/.cordon-repo
+    mount --bind "$repo" /mnt/.cordon-repo
+  fi
   mount -t tmpfs -o mode=1777 tmpfs /tmp
   mount -t tmpfs -o mode=755 tmpfs /run
+  if [ "$covered" = 1 ]; then
+    mkdir -p "$repo"
+    mount --bind /mnt/.cordon-repo "$repo"
+  fi
   echo 1 >/proc/sys/kernel/sysrq
   cat >/etc/inittab <<EOF
 ::sysinit:/bin/sh $self stage2
