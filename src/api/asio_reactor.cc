@@ -68,6 +68,18 @@ void AsioReactor::Arm(int fd, uint64_t token) {
 void AsioReactor::Dispatch(int fd, uint64_t token) {
   auto it = entries_.find(fd);
   if (it == entries_.end() || it->second->token != token) return;
+  // A completed wait is only a hint. Asio (1.74, epoll_reactor.ipp) frees a
+  // released descriptor's state while it may still be queued with the
+  // events of the last epoll_wait, and gives that very object to the next
+  // descriptor assigned, whose wait then completes with those old events:
+  // a handler of a descriptor unwatched in this batch (a finished run's
+  // pipes) would fire into the one watched in its place (a teardown's
+  // verify timer, 20 s early). Only a readable descriptor is dispatched;
+  // any other waits again.
+  if (!Readable(fd)) {
+    Arm(fd, token);
+    return;
+  }
   // Hold the handler: it may unwatch itself while running.
   std::shared_ptr<Handler> handler = it->second->handler;
   (*handler)();

@@ -50,6 +50,47 @@ TEST(AsioReactorTest, UnwatchKeepsTheDescriptorOpen) {
   EXPECT_EQ(::read(pipe->read.get(), &c, 1), 1);
 }
 
+// Asio (1.74) frees an unwatched descriptor's state while that state may
+// still be queued with events from the last epoll_wait, and hands the very
+// object to the next descriptor assigned: its wait then completes with the
+// old events. The reactor must not call a handler whose descriptor is not
+// readable (a teardown's verify timer that fired 20 s early, found in
+// `cordon mcp` stopping right after a run).
+TEST(AsioReactorTest, NoCallbackForEventsOfAnUnwatchedDescriptor) {
+  boost::asio::io_context io;
+  AsioReactor reactor(io);
+  auto a = sys::MakePipe();
+  auto b = sys::MakePipe();
+  auto c = sys::MakePipe();  // never written: never readable
+  ASSERT_TRUE(a && b && c);
+  bool swapped = false;
+  int c_calls = 0;
+  // Whichever of a and b runs first unwatches the other, whose events are
+  // already queued, and watches c in its place.
+  auto first = [&](int other) {
+    return [&, other] {
+      if (!swapped) {
+        swapped = true;
+        reactor.Unwatch(other);
+        ASSERT_TRUE(reactor.Watch(c->read.get(), [&] { ++c_calls; }));
+      }
+      reactor.Unwatch(a->read.get());
+      reactor.Unwatch(b->read.get());
+    };
+  };
+  // Watched while empty, so both wait on epoll, not on a post.
+  ASSERT_TRUE(reactor.Watch(a->read.get(), first(b->read.get())));
+  ASSERT_TRUE(reactor.Watch(b->read.get(), first(a->read.get())));
+  ASSERT_TRUE(sys::WriteAll(a->write.get(), "x"));
+  ASSERT_TRUE(sys::WriteAll(b->write.get(), "x"));
+  // One epoll_wait sees both; then run what it queued, without blocking.
+  while (!swapped) ASSERT_GT(io.run_one(), 0u);
+  io.poll();
+  EXPECT_TRUE(swapped);
+  EXPECT_EQ(c_calls, 0) << "a handler ran for a descriptor that is not readable";
+  reactor.Unwatch(c->read.get());
+}
+
 // The one pump, on the daemon's loop: a run with more output than one
 // wake-up reads, and its teardown.
 TEST(AsioReactorTest, RunsAnExecution) {

@@ -70,6 +70,7 @@ struct ChildPlan {
   const LandlockPlan* landlock;      // null: none
   const struct sock_fprog* seccomp;  // null: none
   std::span<char> command_line;      // the supervisor's, for the init to overwrite
+  std::span<char> environment;       // the supervisor's, for the init to clear
 };
 
 constexpr char kInitTitle[] = "cordon-init";
@@ -190,10 +191,11 @@ int Exec(const ChildPlan& p) {
 // process itself, or (with namespaces) the child of the pid namespace's
 // init. Privileges go in order: capabilities, then no_new_privs (which
 // Landlock needs), Landlock, and seccomp last of all, since it refuses
-// the very calls the steps before it make.
+// the very calls the steps before it make. The rlimits come after the
+// inherited descriptors are closed: Landlock opens one per rule, which a
+// small --open-files would refuse (EMFILE) if it applied already.
 [[noreturn]] void CommandMain(const ChildPlan& p) {
   if (p.namespaced) CORDON_STEP(SetupStep::kSignals, UnblockSignals());
-  CORDON_STEP(SetupStep::kRlimits, ApplyRlimits(p));
   CORDON_STEP(SetupStep::kStdio, SetupStdio(p));
   CORDON_STEP(SetupStep::kWorkspace, EnterWorkspace(p));
   if (p.drop_privileges) {
@@ -202,6 +204,7 @@ int Exec(const ChildPlan& p) {
   }
   CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
   CORDON_STEP(SetupStep::kCloseFds, CloseInheritedFds());
+  CORDON_STEP(SetupStep::kRlimits, ApplyRlimits(p));
   CORDON_STEP(SetupStep::kSeccomp, InstallSeccomp(p.seccomp));  // last: it forbids the above
   Report(p, SetupStep::kExec, Exec(p));                         // returns only on failure
 }
@@ -228,6 +231,24 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
   if (int err = BuildRoot(p.mounts, p.mount_count, &failed_mount); err != 0) {
     Report(p, SetupStep::kMounts, err, failed_mount);
   }
+  // The init is a copy of the supervisor: unrenamed, the sandbox would read
+  // the supervisor's command line (`cordon serve --state-dir ...`) as pid 1's.
+  // This overwrites the copy's; the supervisor's own is not touched. Before
+  // the command exists, not after: /proc/1/cmdline is readable to anyone
+  // in the namespace, undumpable or not, and a command that read it from
+  // its first instruction found the supervisor's (its --owner, its state
+  // directory) while the init had not got this far. (The command's own
+  // argv and environment are the plan's, not this memory.)
+  ::prctl(PR_SET_NAME, kInitTitle);
+  if (!p.command_line.empty()) {
+    std::memset(p.command_line.data(), 0, p.command_line.size());
+    std::memcpy(p.command_line.data(), kInitTitle,
+                std::min(sizeof kInitTitle - 1, p.command_line.size() - 1));
+  }
+  // Its environment too (the daemon's may hold secrets): /proc/1/environ
+  // is refused to the command already (the init is undumpable), and this
+  // leaves nothing there should that ever change. The init reads none.
+  if (!p.environment.empty()) std::memset(p.environment.data(), 0, p.environment.size());
   CORDON_STEP(SetupStep::kInit, BlockInitSignals());
   // The command shares the init's memory until its execve (CLONE_VM |
   // CLONE_VFORK, as posix_spawn does): no copy of the page tables of what
@@ -236,40 +257,39 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
   pid_t command = ::clone(CommandEntry, command_stack + sizeof command_stack,
                           CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&p));
   if (command < 0) Report(p, SetupStep::kInit, errno);
-  // The init is a copy of the supervisor: unrenamed, the sandbox would read
-  // the supervisor's command line (`cordon serve --state-dir ...`) as pid 1's.
-  // This overwrites the copy's; the supervisor's own is not touched.
-  ::prctl(PR_SET_NAME, kInitTitle);
-  if (!p.command_line.empty()) {
-    std::memset(p.command_line.data(), 0, p.command_line.size());
-    std::memcpy(p.command_line.data(), kInitTitle,
-                std::min(sizeof kInitTitle - 1, p.command_line.size() - 1));
-  }
   RunInit(command, p.status_fd, p.lease_fd);
 }
 #undef CORDON_STEP
 
 // --- Parent side. ---
 
-// This process's command line, [arg_start, arg_end) of /proc/self/stat
-// (fields 48 and 49); empty if it cannot be read.
+// [start, end) of this process's /proc/self/stat fields `first` and
+// `first + 1`: 48 for the command line, 50 for the environment; empty if
+// they cannot be read.
+std::span<char> OwnStatRange(int first) {
+  std::ifstream in("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  uintptr_t start = 0, end = 0;
+  for (int n = 3; fields >> field && n <= first + 1; ++n) {  // field 3 follows the name
+    if (n == first) start = std::stoull(field);
+    if (n == first + 1) end = std::stoull(field);
+  }
+  if (start == 0 || end <= start) return {};
+  return {reinterpret_cast<char*>(start), end - start};
+}
+
 std::span<char> OwnCommandLine() {
-  static const std::span<char> line = []() -> std::span<char> {
-    std::ifstream in("/proc/self/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos) return {};
-    std::istringstream fields(stat.substr(close + 1));
-    std::string field;
-    uintptr_t start = 0, end = 0;
-    for (int n = 3; fields >> field && n <= 49; ++n) {  // field 3 follows the name
-      if (n == 48) start = std::stoull(field);
-      if (n == 49) end = std::stoull(field);
-    }
-    if (start == 0 || end <= start) return {};
-    return {reinterpret_cast<char*>(start), end - start};
-  }();
+  static const std::span<char> line = OwnStatRange(48);
   return line;
+}
+
+std::span<char> OwnEnvironment() {
+  static const std::span<char> env = OwnStatRange(50);
+  return env;
 }
 
 // Moves `fd` to a number >= 3 so the child's dup2 onto 0..2 cannot clobber
@@ -485,6 +505,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .landlock = sandbox != nullptr ? sandbox->landlock() : nullptr,
       .seccomp = sandbox != nullptr ? sandbox->seccomp() : nullptr,
       .command_line = namespaced ? OwnCommandLine() : std::span<char>{},
+      .environment = namespaced ? OwnEnvironment() : std::span<char>{},
   };
 
   int pidfd = -1;

@@ -21,6 +21,32 @@ namespace {
 // During setup the host's root is here (inside the new root).
 constexpr const char* kOldRoot = "/.oldroot";
 
+// The cover of secrets: an empty, read-only regular file on a tiny tmpfs
+// of the sandbox's own (made read-only as a whole once the file is in it),
+// bound over each hidden file and over the /proc files that are masked. No
+// inode of the host is ever the cover: a bind of the host's /dev/null would
+// make every cover that device (runc's CVE-2025-31133 pattern). BuildRoot
+// detaches the tmpfs itself once the binds are made; the binds keep it.
+constexpr const char* kCoverDir = "/.cordon-cover";
+constexpr const char* kCover = "/.cordon-cover/empty";
+
+// Files of /proc that tell a sandbox about the kernel and the host but that
+// no program it runs needs: kernel symbols, timers and scheduler state of
+// every process on the host (CVE-2020-8694's class of side channels), the
+// kernel's memory. Covered where this kernel has them (docker masks the
+// same ones).
+constexpr const char* kProcMasks[] = {"kallsyms",   "kcore",       "sched_debug",
+                                      "timer_list", "timer_stats", "latency_stats"};
+
+// In MountStep::flags of a kMkdir, kFile, kBind or kAttach step (no MS_*
+// flag is this high): its target lies beneath a writable mount (the
+// workspace, /tmp, a writable bind), where what is found was made by a run,
+// maybe one running now (CVE-2021-30465's pattern). Such a target is
+// resolved one component at a time, following no symbolic link: a link
+// there fails the step with ELOOP (or ENOTDIR) instead of leading the
+// mount, or a directory made for it, elsewhere (into /.oldroot: the host).
+constexpr unsigned long kNoSymlinks = 1UL << 62;
+
 constexpr uint64_t kReadOnly = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 constexpr uint64_t kWritable = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
@@ -103,19 +129,112 @@ std::vector<std::string> MountsBeneath(const std::string& path) {
   return beneath;
 }
 
+// Opens the absolute `path` (no "." or ".." segments: the spec refuses
+// them) O_PATH, one component at a time from the root, following no
+// symbolic link (mounts are crossed as usual). Returns a descriptor, or
+// -errno: ENOTDIR or ELOOP where a link is. Async-signal-safe.
+int OpenNoSymlinks(const char* path, size_t length) {
+  int dir = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -errno;
+  size_t at = 0;
+  char name[NAME_MAX + 1];
+  while (at < length) {
+    while (at < length && path[at] == '/') ++at;
+    if (at == length) break;
+    size_t n = 0;
+    while (at + n < length && path[at + n] != '/') ++n;
+    if (n > NAME_MAX) {
+      ::close(dir);
+      return -ENAMETOOLONG;
+    }
+    std::memcpy(name, path + at, n);
+    name[n] = '\0';
+    at += n;
+    bool last = at == length;
+    int next = ::openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY));
+    int err = errno;
+    ::close(dir);
+    if (next < 0) return -err;
+    dir = next;
+  }
+  struct stat st {};
+  if (::fstat(dir, &st) != 0 || S_ISLNK(st.st_mode)) {
+    ::close(dir);
+    return -ELOOP;  // O_PATH | O_NOFOLLOW opened the link itself
+  }
+  return dir;
+}
+
+// The parent of `target` opened as above; `*name` is set to its last
+// component.
+int OpenParentNoSymlinks(const char* target, const char** name) {
+  size_t length = std::strlen(target);
+  size_t slash = length;
+  while (slash > 0 && target[slash - 1] != '/') --slash;
+  *name = target + slash;
+  return OpenNoSymlinks(target, slash);
+}
+
+// kBind and kAttach beneath a writable mount: the tree (`tree`, or a
+// detached copy of `source` made here: this process may clone mounts in
+// its own namespace) is moved onto the target's descriptor, never onto a
+// path that could be swapped between the lookup and the mount.
+int AttachNoSymlinks(const MountStep& s) {
+  int target = OpenNoSymlinks(s.target, std::strlen(s.target));
+  if (target < 0) return -target;
+  int tree = s.fd;
+  uint64_t attr = s.attr;
+  if (s.op == MountStep::Op::kBind) {
+    tree = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, s.source,
+                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (tree < 0) {
+      int err = errno;
+      ::close(target);
+      return err;
+    }
+    struct mount_attr a {};
+    a.attr_set = attr;
+    if (attr != 0 &&
+        ::syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) == 0) {
+      attr = 0;  // else (ENOSYS) remounted below
+    }
+  }
+  int err = ::syscall(SYS_move_mount, tree, "", target, "",
+                      MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) == 0
+                ? 0
+                : errno;
+  if (tree != s.fd) ::close(tree);
+  ::close(target);
+  if (err != 0) return err;
+  return attr == 0 ? 0 : SetAttr(s.target, attr, AT_RECURSIVE);
+}
+
 int RunStep(const MountStep& s) {
+  const bool no_symlinks = (s.flags & kNoSymlinks) != 0;
   switch (s.op) {
-    case MountStep::Op::kMkdir:
-      return ::mkdir(s.target, s.mode) == 0 || errno == EEXIST ? 0 : errno;
+    case MountStep::Op::kMkdir: {
+      if (!no_symlinks) return ::mkdir(s.target, s.mode) == 0 || errno == EEXIST ? 0 : errno;
+      const char* name = nullptr;
+      int parent = OpenParentNoSymlinks(s.target, &name);
+      if (parent < 0) return -parent;
+      int err = ::mkdirat(parent, name, s.mode) == 0 || errno == EEXIST ? 0 : errno;
+      ::close(parent);
+      return err;
+    }
     case MountStep::Op::kFile: {
-      int fd = ::open(s.target, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, s.mode);
-      if (fd < 0) return errno;
-      ::close(fd);
-      return 0;
+      int parent = AT_FDCWD;
+      const char* name = s.target;
+      if (no_symlinks && (parent = OpenParentNoSymlinks(s.target, &name)) < 0) return -parent;
+      int fd = ::openat(parent, name, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, s.mode);
+      int err = fd < 0 ? errno : 0;
+      if (fd >= 0) ::close(fd);
+      if (parent >= 0) ::close(parent);
+      return err;
     }
     case MountStep::Op::kSymlink:
       return ::symlink(s.source, s.target) == 0 || errno == EEXIST ? 0 : errno;
     case MountStep::Op::kBind:
+      if (no_symlinks) return AttachNoSymlinks(s);
       // Recursive: a non-recursive bind of a tree with mounts of the host
       // beneath it is refused (they are locked in a user namespace).
       if (::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
@@ -130,6 +249,7 @@ int RunStep(const MountStep& s) {
       return ::mount("devpts", s.target, "devpts", MS_NOSUID | MS_NOEXEC, s.source) == 0 ? 0
                                                                                          : errno;
     case MountStep::Op::kAttach:
+      if (no_symlinks) return AttachNoSymlinks(s);
       if (::syscall(SYS_move_mount, s.fd, "", AT_FDCWD, s.target, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
         return errno;
       }
@@ -149,6 +269,12 @@ const char* MountPlan::Keep(std::string s) {
 
 void MountPlan::Add(MountStep::Op op, const std::string& source, const std::string& target,
                     unsigned long flags, uint64_t attr, uint32_t mode, int fd) {
+  if (op == MountStep::Op::kMkdir || op == MountStep::Op::kFile || op == MountStep::Op::kBind ||
+      op == MountStep::Op::kAttach) {
+    bool beneath_writable = std::any_of(writable_.begin(), writable_.end(),
+                                        [&](const auto& w) { return target.starts_with(w + "/"); });
+    if (beneath_writable) flags |= kNoSymlinks;
+  }
   steps_.push_back(
       MountStep{op, source.empty() ? nullptr : Keep(source), Keep(target), flags, attr, mode, fd});
 }
@@ -230,36 +356,62 @@ sys::Result<MountPlan> MountPlan::Build(const MountRequest& r) {
       plan.read_only_.push_back(dir);
     }
   }
-  // Secrets beneath them: a file is covered by the host's /dev/null (it
-  // reads as empty, writes go nowhere), a directory by an empty read-only
-  // tmpfs.
+  // The cover (kCover), made once, before the first step that binds it.
+  bool cover_made = false;
+  auto cover = [&](const std::string& path) {
+    if (!cover_made) {
+      cover_made = true;
+      plan.EnsureDir(kCoverDir);
+      plan.Add(MountStep::Op::kTmpfs, "size=4k,nr_inodes=2,mode=0755", kCoverDir,
+               MS_NOSUID | MS_NODEV | MS_NOEXEC);
+      plan.Add(MountStep::Op::kFile, "", kCover, 0, 0, 0444);
+      // The whole tmpfs read-only: no mount of it can be made writable.
+      plan.Add(MountStep::Op::kTmpfs, "", kCoverDir,
+               MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    }
+    plan.Add(MountStep::Op::kBind, kCover, path, 0, kReadOnly | MOUNT_ATTR_NOEXEC);
+  };
+  // Secrets beneath them: a file is covered by cordon's own empty file (it
+  // reads as empty and cannot be written), a directory by an empty
+  // read-only tmpfs.
   for (const auto& path : r.hidden_paths) {
     bool visible = std::any_of(plan.read_only_.begin(), plan.read_only_.end(),
                                [&](const std::string& d) { return path.starts_with(d + "/"); });
     struct stat st {};
     if (!visible || ::lstat(path.c_str(), &st) != 0) continue;
     if (S_ISREG(st.st_mode)) {
-      CORDON_RETURN_IF_ERROR(plan.AddTree("/dev/null", path, 0, false));
+      cover(path);
     } else if (S_ISDIR(st.st_mode)) {
       plan.Add(MountStep::Op::kTmpfs, "size=4k,nr_inodes=1,mode=000", path,
                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
     }
   }
 
-  std::string tmp_options = "size=" + std::to_string(r.tmp_size_bytes) + ",mode=1777";
+  // Inodes are bounded as well as bytes: without nr_inodes a tmpfs allows
+  // millions of empty files, bounded only by kernel memory (issue 13, case
+  // 27). One inode per 4 KiB page of the cap (any file with data takes a
+  // page anyway), and never fewer than 1024.
+  const std::string tmp_bounds = "size=" + std::to_string(r.tmp_size_bytes) + ",nr_inodes=" +
+                                 std::to_string(std::max<int64_t>(1024, r.tmp_size_bytes / 4096));
+  std::string tmp_options = tmp_bounds + ",mode=1777";
   plan.EnsureDir("/tmp");
   plan.Add(MountStep::Op::kTmpfs, tmp_options, "/tmp", MS_NOSUID | MS_NODEV);
   plan.writable_.push_back("/tmp");
 
   plan.EnsureDir("/proc");
   plan.Add(MountStep::Op::kProc, "", "/proc");
+  // The new procfs has what the host's has (one kernel).
+  for (const char* name : kProcMasks) {
+    std::string path = std::string("/proc/") + name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) cover(path);
+  }
 
   // /dev: a small tmpfs (noexec; /dev/shm lives on it) with the host's
   // device nodes bound in, a private devpts, and the usual links. /dev/fd
   // matters beyond habit: verified files are executed through it.
   plan.EnsureDir("/dev");
-  plan.Add(MountStep::Op::kTmpfs, "size=" + std::to_string(r.tmp_size_bytes) + ",mode=0755", "/dev",
-           MS_NOSUID | MS_NOEXEC);
+  plan.Add(MountStep::Op::kTmpfs, tmp_bounds + ",mode=0755", "/dev", MS_NOSUID | MS_NOEXEC);
   for (const char* dev : kDevices) {
     std::string target = std::string("/dev/") + dev;
     plan.Add(MountStep::Op::kFile, "", target, 0, 0, 0444);
@@ -307,6 +459,9 @@ std::string MountPlan::Describe(size_t index) const {
   static constexpr const char* kNames[] = {"mkdir", "create", "symlink", "bind",   "tmpfs",
                                            "proc",  "devpts", "bind",    "remount"};
   std::string what = kNames[static_cast<int>(s.op)];
+  if (s.op == MountStep::Op::kBind && s.source && std::string(s.source) == kCover) {
+    return std::string("cover ") + s.target;
+  }
   if ((s.op == MountStep::Op::kBind || s.op == MountStep::Op::kAttach) && s.source) {
     std::string source = s.source;
     if (source.starts_with(kOldRoot)) source = source.substr(std::string(kOldRoot).size());
@@ -338,6 +493,12 @@ int BuildRoot(const MountStep* steps, size_t count, int* failed) {
       *failed = static_cast<int>(i);
       return fail(err);
     }
+  }
+  // The cover's own tmpfs leaves the view (the covers keep it alive).
+  if (::umount2(kCoverDir, MNT_DETACH) == 0) {
+    if (::rmdir(kCoverDir) != 0) return fail(errno);
+  } else if (errno != ENOENT) {
+    return fail(errno);
   }
   // Nothing of the host stays reachable: detach its root, then freeze ours.
   if (::umount2(kOldRoot, MNT_DETACH) != 0) return fail(errno);

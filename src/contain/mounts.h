@@ -6,13 +6,16 @@
 // a list of steps (every string made in advance); the child, in its new
 // user and mount namespaces, only runs them.
 //
-// Every host path shown inside (system directories, device nodes, the
-// covers of secrets, binds, closures, the workspace) is opened by the
-// supervisor: open_tree(OPEN_TREE_CLONE) on the path it resolved with its
-// own credentials, its attributes set on the detached copy, and the child
-// only attaches it (move_mount). So what the caller can reach can be shown,
-// though the sandbox's outside id could not traverse the path; and nothing
-// is resolved by path inside the new namespaces.
+// Every host path shown inside (system directories, device nodes, binds,
+// closures, the workspace) is opened by the supervisor:
+// open_tree(OPEN_TREE_CLONE) on the path it resolved with its own
+// credentials, its attributes set on the detached copy, and the child only
+// attaches it (move_mount). So what the caller can reach can be shown,
+// though the sandbox's outside id could not traverse the path. Secrets are
+// covered by an empty read-only file on a tmpfs the child makes, never by a
+// host inode. Inside the new namespaces, a target beneath a writable mount
+// (the workspace, /tmp, a writable bind), where a run may have left links,
+// is resolved one component at a time following none (mounts.cc).
 #pragma once
 
 #include <cstddef>

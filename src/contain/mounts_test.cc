@@ -36,8 +36,19 @@ TEST(MountPlanTest, SystemDirsSecretsAndTheSandboxsOwnParts) {
     EXPECT_TRUE(Has(plan, MountStep::Op::kSymlink, "/bin"));
   }
   // Secrets beneath what is shown are covered; others need nothing.
-  EXPECT_TRUE(Has(plan, MountStep::Op::kAttach, "/etc/shadow"));
+  // (A file by cordon's own empty file, never a host inode such as the
+  // host's /dev/null: CVE-2025-31133's pattern.)
+  EXPECT_TRUE(Has(plan, MountStep::Op::kBind, "/etc/shadow"));
+  EXPECT_FALSE(Has(plan, MountStep::Op::kAttach, "/etc/shadow"));
+  EXPECT_FALSE(Has(plan, MountStep::Op::kBind, "/root/.ssh"));
   EXPECT_FALSE(Has(plan, MountStep::Op::kAttach, "/root/.ssh"));
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const MountStep& s = plan.steps()[i];
+    if (s.op == MountStep::Op::kBind && s.target == std::string("/etc/shadow")) {
+      EXPECT_EQ(plan.Describe(i), "cover /etc/shadow");
+      EXPECT_EQ(std::string(s.source).find("/dev"), std::string::npos) << s.source;
+    }
+  }
   EXPECT_TRUE(Has(plan, MountStep::Op::kTmpfs, "/tmp"));
   EXPECT_TRUE(Has(plan, MountStep::Op::kProc, "/proc"));
   EXPECT_TRUE(Has(plan, MountStep::Op::kSymlink, "/dev/fd"));
@@ -62,6 +73,33 @@ TEST(MountPlanTest, SystemDirsSecretsAndTheSandboxsOwnParts) {
   }
 }
 
+// A bind whose target lies beneath the workspace (or another writable
+// mount) is made, with the directories it needs, following no symbolic
+// link there: a run sharing the workspace may have planted one
+// (CVE-2021-30465). Its steps carry the plan's no-symlinks bit (1 << 62 of
+// `flags`, mounts.cc); a target elsewhere does not.
+TEST(MountPlanTest, TargetsBeneathTheWorkspaceFollowNoSymlink) {
+  MountRequest r;
+  r.workspace = "/tmp";
+  r.tmp_size_bytes = 1 << 20;
+  r.binds = {{"/etc/hostname", "/workspace/sub/hostname", false}, {"/tmp", "/opt/scratch", true}};
+  auto built = MountPlan::Build(r);
+  ASSERT_TRUE(built) << built.error().message();
+  constexpr unsigned long kNoSymlinks = 1UL << 62;
+  int beneath = 0;
+  for (size_t i = 0; i < built->size(); ++i) {
+    const MountStep& s = built->steps()[i];
+    std::string target = s.target;
+    if (target.starts_with("/workspace/")) {
+      ++beneath;
+      EXPECT_NE(s.flags & kNoSymlinks, 0u) << built->Describe(i);
+    } else if (s.op != MountStep::Op::kTmpfs) {
+      EXPECT_EQ(s.flags & kNoSymlinks, 0u) << built->Describe(i);
+    }
+  }
+  EXPECT_EQ(beneath, 3);  // mkdir /workspace/sub, the file, its bind
+}
+
 // Every host path shown is a tree the supervisor opened itself: a path
 // that does not exist fails the plan, naming it.
 TEST(MountPlanTest, HostPathsAreOpenedByTheSupervisor) {
@@ -76,7 +114,11 @@ TEST(MountPlanTest, HostPathsAreOpenedByTheSupervisor) {
   ASSERT_TRUE(built) << built.error().message();
   for (size_t i = 0; i < built->size(); ++i) {
     const MountStep& s = built->steps()[i];
-    EXPECT_NE(s.op, MountStep::Op::kBind) << built->Describe(i);
+    // (The covers of /proc's masked files are binds of the sandbox's own
+    // file, not of a host path.)
+    if (s.op == MountStep::Op::kBind) {
+      EXPECT_TRUE(built->Describe(i).starts_with("cover /proc/")) << built->Describe(i);
+    }
     if (s.op == MountStep::Op::kAttach) {
       EXPECT_GE(s.fd, 0) << built->Describe(i);
       // Attributes are set on the detached copy where the kernel can.

@@ -153,6 +153,13 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
       for (const char* dev : kHostDevices) l.Allow(dev, LandlockAccess::kDevices);
       s.notes_.push_back(
           "no mount namespace: the workspace keeps its host path and /tmp is not writable");
+      if (!spec.hidden_paths.empty()) {
+        // Landlock only allows: it cannot refuse a path beneath a directory
+        // it allows, and there is no mount to cover it with.
+        s.notes_.push_back(
+            "no mount namespace: hidden_paths are not covered; only their file modes keep them "
+            "from the command (run where user namespaces are allowed to hide them)");
+      }
     }
     if (r.exec_fd >= 0) l.AllowExecFd(r.exec_fd);
     s.landlock_plan_ = l.plan();

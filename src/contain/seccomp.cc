@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -118,6 +119,36 @@ const Deny kDenied[] = {
     // kernel refuses its writes without CAP_SYS_TIME of the host.)
     {"clock_settime", "set the machine's clock"},
     {"settimeofday", "set the machine's clock"},
+    // Set-user-id and set-group-id files. As root, the workspace is
+    // idmapped so that its owner outside is the sandbox's root: for a root
+    // caller's workspace that owner is root, and a file the command marks
+    // set-uid there is a set-uid-root program on the host, whoever runs it
+    // (CVE-2018-13405's class). The owner needs no capability to set the
+    // bit, so the filter refuses the modes: on chmod, and on every call that
+    // creates a file with a mode (the kernel reads open's mode only with
+    // O_CREAT or O_TMPFILE, and the C library passes 0 otherwise).
+    {"chmod", "make a set-uid file", 1, S_ISUID, S_ISUID},
+    {"chmod", "make a set-gid file", 1, S_ISGID, S_ISGID},
+    {"fchmod", "make a set-uid file", 1, S_ISUID, S_ISUID},
+    {"fchmod", "make a set-gid file", 1, S_ISGID, S_ISGID},
+    {"fchmodat", "make a set-uid file", 2, S_ISUID, S_ISUID},
+    {"fchmodat", "make a set-gid file", 2, S_ISGID, S_ISGID},
+    {"fchmodat2", "make a set-uid file", 2, S_ISUID, S_ISUID},
+    {"fchmodat2", "make a set-gid file", 2, S_ISGID, S_ISGID},
+    {"creat", "create a set-uid file", 1, S_ISUID, S_ISUID},
+    {"creat", "create a set-gid file", 1, S_ISGID, S_ISGID},
+    {"open", "create a set-uid file", 2, S_ISUID, S_ISUID},
+    {"open", "create a set-gid file", 2, S_ISGID, S_ISGID},
+    {"openat", "create a set-uid file", 3, S_ISUID, S_ISUID},
+    {"openat", "create a set-gid file", 3, S_ISGID, S_ISGID},
+    {"mknod", "create a set-uid file", 1, S_ISUID, S_ISUID},
+    {"mknod", "create a set-gid file", 1, S_ISGID, S_ISGID},
+    {"mknodat", "create a set-uid file", 2, S_ISUID, S_ISUID},
+    {"mknodat", "create a set-gid file", 2, S_ISGID, S_ISGID},
+    // openat2 passes its mode in memory, which a filter cannot read. ENOSYS
+    // makes its callers fall back to openat, whose mode is checked above.
+    {"openat2", "its mode is out of the filter's sight; callers fall back to openat", -1, 0, 0,
+     ENOSYS},
 };
 
 // A refusal that compares up to two arguments (all must match).

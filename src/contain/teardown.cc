@@ -140,7 +140,11 @@ void Teardown::OnExit(pid_t pid) {
 }
 
 void Teardown::OnTimer() {
-  timer_.Consume();
+  // The reactor may wake us spuriously (sys::Reactor's contract; the Asio
+  // loop did, with a recycled descriptor's old events): only a timer that
+  // fired is a deadline. Without this check a verify timer woken 30 ms
+  // after SIGKILL reported "still alive 20000 ms after SIGKILL".
+  if (!timer_.Consume()) return;
   if (phase_ == Phase::kTerm) {
     Escalate();
     Check();

@@ -464,6 +464,75 @@ TEST(ProcessGroupTeardownTest, MembersThatIgnoreSigtermGetSigkillAfterTheGrace) 
   (void)launched->pidfd.Reap();
 }
 
+// Forwards to another reactor; WakeAll calls every watched handler once,
+// readable or not: the spurious wake-up sys::Reactor allows (the daemon's
+// Asio loop gives one when a descriptor's state is recycled).
+class SpuriousReactor final : public sys::Reactor {
+ public:
+  explicit SpuriousReactor(sys::Reactor& inner) : inner_(inner) {}
+  sys::Result<void> Watch(int fd, Handler on_readable) override {
+    auto handler = std::make_shared<Handler>(std::move(on_readable));
+    auto watched = inner_.Watch(fd, [handler] { (*handler)(); });
+    if (watched) handlers_[fd] = handler;
+    return watched;
+  }
+  void Unwatch(int fd) override {
+    inner_.Unwatch(fd);
+    handlers_.erase(fd);
+  }
+  void WakeAll() {
+    auto handlers = handlers_;  // handlers watch and unwatch
+    for (auto& [fd, handler] : handlers) {
+      auto it = handlers_.find(fd);
+      if (it != handlers_.end() && it->second == handler) (*handler)();
+    }
+  }
+
+ private:
+  sys::Reactor& inner_;
+  std::map<int, std::shared_ptr<Handler>> handlers_;
+};
+
+// A wake-up of the verify timer before it fired is not its deadline: the
+// teardown waits on, and sees the tree die (found as `cordon mcp` stopping
+// right after a run: a session quarantined "20000 ms after SIGKILL" 30 ms
+// after it).
+TEST(ProcessGroupTeardownTest, ASpuriousWakeUpIsNotTheVerifyDeadline) {
+  LaunchRequest req;
+  req.argv = {"/bin/sh", "-c", "sleep 60 & echo ready; wait"};
+  auto launched = Launch(req);
+  ASSERT_TRUE(launched);
+  (void)sys::SetNonBlocking(launched->stdout_read.get(), false);
+  char c;
+  ASSERT_EQ(::read(launched->stdout_read.get(), &c, 1), 1);
+  ProcessGroupTree tree(launched->pgid, launched->identity.pid, launched->identity.start_ticks);
+  auto members = tree.Members();
+  ASSERT_TRUE(members);
+  ASSERT_EQ(members->size(), 2u);
+  auto epoll = sys::EpollReactor::Create();
+  ASSERT_TRUE(epoll);
+  SpuriousReactor reactor(*epoll);
+  InertSignaller inert;  // the teardown's SIGKILLs do nothing: the test kills
+  auto teardown = Teardown::Create(reactor, tree, inert,
+                                   {std::chrono::milliseconds(0), std::chrono::seconds(60)});
+  ASSERT_TRUE(teardown);
+  std::optional<Release> release;
+  (*teardown)->Start(TeardownMode::kImmediate, [&](const Release& r) { release = r; });
+  ASSERT_FALSE(release.has_value()) << release->problem;
+  reactor.WakeAll();
+  EXPECT_FALSE(release.has_value())
+      << "a spurious wake-up ended the teardown: " << release->problem;
+  KernelSignaller kernel;
+  for (pid_t pid : *members) {
+    if (auto fd = sys::PidFd::Open(pid)) (void)kernel.Signal(*fd, SIGKILL);
+  }
+  if (!release) {
+    ASSERT_TRUE(epoll->RunUntil([&] { return release.has_value(); }));
+    EXPECT_TRUE(release->dead) << release->problem;
+  }
+  (void)launched->pidfd.Reap();
+}
+
 TEST(ProcessGroupTeardownTest, NeverSignalsTheSupervisorsOwnProcessGroup) {
   // A child that stayed in our process group, and a sibling in it too.
   pid_t leader = ::fork();

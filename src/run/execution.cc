@@ -228,7 +228,7 @@ void Execution::TakeExit(sys::ChildExit exit) {
 }
 
 void Execution::OnDeadline() {
-  deadline_->Consume();
+  if (!deadline_->Consume()) return;  // a spurious wake-up (sys/reactor.h), not the deadline
   StartTeardown(Stop::kTimedOut);
 }
 

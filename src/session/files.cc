@@ -100,6 +100,33 @@ Outcome<sys::UniqueFd> Open(int workspace_fd, const std::string& path, int flags
   return std::move(*fd);
 }
 
+// Opens an existing regular file beneath the workspace for reading or
+// writing without opening anything else: the path is resolved to an O_PATH
+// descriptor first (which opens nothing: no FIFO blocks, no device driver's
+// open runs, no socket refuses with ENXIO), its type checked, and only that
+// same inode reopened through /proc/self/fd with `flags`. A session that
+// swaps the name meanwhile cannot change what is opened.
+Outcome<sys::UniqueFd> OpenRegular(int workspace_fd, const std::string& path, int flags) {
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd pinned, Open(workspace_fd, path, O_PATH));
+  struct stat st {};
+  if (::fstat(pinned.get(), &st) != 0) {
+    return std::unexpected(FromSys(sys::Error::FromErrno("fstat(\"" + path + "\")"), path));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return Failure(Kind::kConflict, path + ": is a directory (list it with ?dir=)", "path");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Failure(Kind::kConflict,
+                   path +
+                       ": not a regular file (a FIFO, socket, device or other special file is "
+                       "never opened through the files API)",
+                   "path");
+  }
+  auto fd = sys::Open("/proc/self/fd/" + std::to_string(pinned.get()), flags | O_CLOEXEC);
+  if (!fd) return std::unexpected(FromSys(fd.error(), path));
+  return std::move(*fd);
+}
+
 // mkdir -p of `dir` beneath the workspace, each step resolved beneath it.
 Outcome<sys::UniqueFd> MakeParents(int workspace_fd, const std::string& dir) {
   if (dir == ".") return Open(workspace_fd, ".", O_PATH | O_DIRECTORY);
@@ -132,8 +159,11 @@ int64_t MtimeMs(const struct stat& st) {
 }
 
 // Reads `fd` from 0 to EOF in chunks, hashing it, keeping the bytes in
-// `body` when given.
-Outcome<std::string> HashFile(int fd, const std::string& path, std::string* body) {
+// `body` when given. At most `max_bytes` are read: a session that grows the
+// file while it is read (its size was checked before) gets a 413, and the
+// daemon never holds more than the bound.
+Outcome<std::string> HashFile(int fd, const std::string& path, std::string* body,
+                              uint64_t max_bytes) {
   auto internal = [&](const sys::Error& e) {
     return std::unexpected(Error{Kind::kInternal, path + ": " + e.message(), "", nullptr});
   };
@@ -146,6 +176,12 @@ Outcome<std::string> HashFile(int fd, const std::string& path, std::string* body
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return internal(sys::Error::FromErrno("pread"));
     if (n == 0) break;
+    if (static_cast<uint64_t>(at) + static_cast<uint64_t>(n) > max_bytes) {
+      return std::unexpected(Error{Kind::kTooLarge,
+                                   path + ": grew past the maximum file size of " +
+                                       std::to_string(max_bytes) + " bytes while it was read",
+                                   "", nullptr});
+    }
     std::string_view chunk(buf.data(), static_cast<size_t>(n));
     if (auto u = hash->Update(chunk); !u) return internal(u.error());
     if (body) body->append(chunk);
@@ -220,10 +256,8 @@ Outcome<FileInfo> Append(int workspace_fd, const PutRequest& r, std::string_view
                                         std::to_string(r.max_bytes));
   }
   CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd,
-                          Open(workspace_fd, r.path, O_RDWR | O_NONBLOCK | O_NOCTTY));
+                          OpenRegular(workspace_fd, r.path, O_RDWR | O_NONBLOCK | O_NOCTTY));
   CORDON_ASSIGN_OR_RETURN(struct stat st, Stat(fd.get(), r.path));
-  if (!S_ISREG(st.st_mode))
-    return Failure(Kind::kConflict, r.path + ": not a regular file", "path");
   if (static_cast<uint64_t>(st.st_size) != offset) {
     return Failure(Kind::kConflict,
                    r.path + ": offset " + std::to_string(offset) + " is not the end of the file (" +
@@ -235,7 +269,7 @@ Outcome<FileInfo> Append(int workspace_fd, const PutRequest& r, std::string_view
     (void)::ftruncate(fd.get(), static_cast<off_t>(offset));
     return std::unexpected(written.error());
   }
-  CORDON_ASSIGN_OR_RETURN(std::string digest, HashFile(fd.get(), r.path, nullptr));
+  CORDON_ASSIGN_OR_RETURN(std::string digest, HashFile(fd.get(), r.path, nullptr, r.max_bytes));
   if (r.sha256 && *r.sha256 != digest) {
     auto [dir, name] = SplitParent(r.path);
     if (auto parent = Open(workspace_fd, dir, O_PATH | O_DIRECTORY)) {
@@ -281,14 +315,11 @@ Outcome<FileInfo> PutFile(int workspace_fd, const PutRequest& request, std::stri
 Outcome<FileContent> GetFile(int workspace_fd, const std::string& path, bool body,
                              uint64_t max_bytes) {
   if (auto bad = CheckRelativePath(path, "path")) return std::unexpected(*bad);
-  // O_NONBLOCK: a FIFO planted in the workspace must not hang the daemon.
+  // Only a regular file is opened: a FIFO, socket or device planted in the
+  // workspace must neither hang the daemon nor reach a driver.
   CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd,
-                          Open(workspace_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY));
+                          OpenRegular(workspace_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY));
   CORDON_ASSIGN_OR_RETURN(struct stat st, Stat(fd.get(), path));
-  if (S_ISDIR(st.st_mode)) {
-    return Failure(Kind::kConflict, path + ": is a directory (list it with ?dir=)", "path");
-  }
-  if (!S_ISREG(st.st_mode)) return Failure(Kind::kConflict, path + ": not a regular file", "path");
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     return Failure(Kind::kTooLarge, path + ": " + std::to_string(st.st_size) +
                                         " bytes is over the maximum file size of " +
@@ -296,7 +327,7 @@ Outcome<FileContent> GetFile(int workspace_fd, const std::string& path, bool bod
   }
   FileContent content;
   CORDON_ASSIGN_OR_RETURN(content.info.sha256,
-                          HashFile(fd.get(), path, body ? &content.body : nullptr));
+                          HashFile(fd.get(), path, body ? &content.body : nullptr, max_bytes));
   CORDON_ASSIGN_OR_RETURN(st, Stat(fd.get(), path));
   content.info.size = body ? content.body.size() : static_cast<uint64_t>(st.st_size);
   content.info.mtime_ms = MtimeMs(st);

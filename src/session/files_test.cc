@@ -2,7 +2,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
+#include <vector>
 
 #include "closure/sha256.h"
 #include "support.h"
@@ -110,6 +117,36 @@ TEST_F(FilesTest, AFifoIsNotReadAndDirectoriesAreListed) {
   auto not_empty = DeleteFile(ws_.get(), "d");
   ASSERT_FALSE(not_empty);
   EXPECT_EQ(not_empty.error().kind, Kind::kConflict);
+}
+
+// Special files are never opened (a FIFO would block, a socket refuses with
+// ENXIO, a device's driver would run): each is a 409 for a download, a HEAD
+// and an appended chunk, and a write-only FIFO nobody reads stays unopened.
+TEST_F(FilesTest, SpecialFilesAreRefusedWithoutBeingOpened) {
+  ASSERT_EQ(::mkfifo((dir_ / "ws/fifo").c_str(), 0600), 0);
+  int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string sock_path = dir_ / "ws/sock";
+  ASSERT_LT(sock_path.size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  // A device node where the host allows one (root); /dev/zero would never end.
+  bool device = ::mknod((dir_ / "ws/zero").c_str(), S_IFCHR | 0600, ::makedev(1, 5)) == 0;
+  std::vector<std::string> names = {"fifo", "sock"};
+  if (device) names.push_back("zero");
+  for (const std::string& name : names) {
+    for (bool body : {true, false}) {
+      auto got = GetFile(ws_.get(), name, body, 1 << 20);
+      ASSERT_FALSE(got) << name;
+      EXPECT_EQ(got.error().kind, Kind::kConflict) << name << ": " << got.error().message;
+    }
+    auto chunk = Put(name, "x", 0u + 1);
+    ASSERT_FALSE(chunk) << name;
+    EXPECT_EQ(chunk.error().kind, Kind::kConflict) << name << ": " << chunk.error().message;
+  }
+  ::close(sock);
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include "session/kernel.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -62,6 +65,38 @@ int64_t MsSince(Clock::time_point t) {
 std::unexpected<contain::AdmitError> Internal(const std::string& message) {
   return std::unexpected(
       contain::AdmitError{contain::AdmitError::Kind::kInternal, "", message, {}});
+}
+
+// The daemon connects to the kernel's sockets through hard links in a
+// directory of its own (`<runtime dir>.links`, 0700, never bound into the
+// sandbox), never through the names in the runtime directory: the kernel
+// owns that directory and can replace a socket with a symbolic link to a
+// host socket, which libzmq would follow when it connects again after a
+// dropped connection (the CVE-2024-42472 pattern; issue 13, case 9). Each
+// name is linked once the kernel has bound it, and only a socket:
+// linkat(2) without AT_SYMLINK_FOLLOW links a symbolic link itself, which
+// is then seen for what it is and dropped. A linked name stays the inode
+// the kernel bound, whatever the sandbox does to the original name later.
+// Called while the kernel starts and at every heartbeat (its heartbeat
+// socket is bound on a thread of its own, possibly after the others).
+void LinkSockets(const std::string& runtime_dir) {
+  const std::string links = runtime_dir + ".links";
+  for (int port = 1; port <= 5; ++port) {  // jupyter::Connection's fixed ports
+    const std::string name = "k-" + std::to_string(port);
+    const std::string linked = links + "/" + name;
+    struct stat st {};
+    if (::lstat(linked.c_str(), &st) == 0) continue;
+    const std::string temp = links + "/t-" + std::to_string(port);
+    ::unlink(temp.c_str());
+    if (::linkat(AT_FDCWD, (runtime_dir + "/" + name).c_str(), AT_FDCWD, temp.c_str(), 0) != 0) {
+      continue;  // not bound yet
+    }
+    if (::lstat(temp.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      ::rename(temp.c_str(), linked.c_str());
+    } else {
+      ::unlink(temp.c_str());
+    }
+  }
 }
 
 void SetEnv(contain::Spec& spec, const std::string& name, const std::string& value) {
@@ -130,6 +165,19 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
     if (grant->cgroups) (void)grant->cgroups->Remove();
     return Internal("the kernel's connection file: " + connection.error().message());
   }
+  // Where the daemon connects: the links LinkSockets makes, never the
+  // kernel's own names.
+  const std::string links_dir = k->runtime_dir_ + ".links";
+  const bool too_long = links_dir.size() + 5 > sizeof(sockaddr_un{}.sun_path) - 1;
+  if (too_long || ::mkdir(links_dir.c_str(), 0700) != 0) {
+    const std::string why = too_long ? "the path is too long for a unix socket; choose a "
+                                       "shorter runtime directory"
+                                     : std::string("mkdir: ") + std::strerror(errno);
+    (void)context.store->RecordRelease(grant->id, "setup_failed", nlohmann::json::object(), true);
+    if (grant->cgroups) (void)grant->cgroups->Remove();
+    return Internal("the daemon's links to the kernel's sockets (\"" + links_dir + "\"): " + why);
+  }
+  connection->ip = links_dir + "/k";
   if (namespaced) {
     // The sandbox's root is this outside id: the directory and the file are
     // its own (0700 / 0600), no one else's.
@@ -209,11 +257,15 @@ Kernel::~Kernel() {
   client_.reset();
   execution_.reset();
   std::error_code ec;
-  if (!runtime_dir_.empty()) std::filesystem::remove_all(runtime_dir_, ec);
+  if (!runtime_dir_.empty()) {
+    std::filesystem::remove_all(runtime_dir_ + ".links", ec);
+    std::filesystem::remove_all(runtime_dir_, ec);
+  }
 }
 
 void Kernel::AskInfo() {
   if (phase_ != Phase::kStarting) return;
+  LinkSockets(runtime_dir_);
   jupyter::Message request = client_->Make("kernel_info_request");
   info_requests_.insert(request.msg_id());
   (void)client_->Send(Channel::kShell, request);
@@ -289,6 +341,7 @@ void Kernel::OnReady() {
 
 void Kernel::Heartbeat() {
   if (phase_ == Phase::kStarting || phase_ == Phase::kEnding || phase_ == Phase::kEnded) return;
+  LinkSockets(runtime_dir_);
   if (ping_outstanding_) {
     if (Clock::now() - ping_sent_ > context_.heartbeat_timeout) {
       return Escalate("the kernel stopped answering its heartbeat for " +

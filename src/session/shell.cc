@@ -19,6 +19,24 @@ constexpr std::string_view kBootstrap =
 // write, so the loop never blocks on a busy shell.
 constexpr int kControlPipeBytes = 1 << 20;
 
+// bash reads its input in blocks (of 1024 or 4096 bytes), and a command's
+// line and its end marker line go in one write while the shell waits, with
+// the pipe and bash's buffer empty: its reads are aligned to the start of
+// that write. If the marker line straddled a block boundary, its tail would
+// stay in the pipe while the command runs, where a builtin could read it
+// through the shell's saved stdin (`read -u 10`), eating the marker (a hang)
+// or learning the nonce (a fake status). So the command's line is padded
+// with spaces before its newline until that newline and the whole marker
+// line lie in one 1024-byte block, hence in one block of any multiple of it.
+constexpr size_t kInputBlock = 1024;
+
+void PadToKeepMarkerInOneRead(std::string& line, size_t marker_bytes) {
+  const size_t newline = line.size() - 1;
+  const size_t first = newline / kInputBlock;
+  const size_t last = (newline + marker_bytes) / kInputBlock;
+  if (first != last) line.insert(newline, last * kInputBlock - newline, ' ');
+}
+
 int64_t MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
       .count();
@@ -150,7 +168,10 @@ void Shell::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
               ? " < <(builtin printf %s " + AnsiCQuote(*request_.stdin_bytes) + ")\n"
               : " < /dev/null\n";
   alarm_->Set(request_.timeout, [this] { OnDeadline(); });
-  Send(line + MarkerLine(nonce));
+  std::string marker = MarkerLine(nonce);
+  static_assert(kInputBlock > 128, "a marker line must fit in one block");
+  PadToKeepMarkerInOneRead(line, marker.size());
+  Send(line + marker);
 }
 
 bool Shell::Interrupt() {

@@ -35,6 +35,22 @@ TEST_F(CliTest, ExitStatusesFollowTheContract) {
   EXPECT_EQ(Run({"--memory", "0", "--", "/bin/true"}).status, 125);
 }
 
+// A small --open-files holds under every isolation level: the limit
+// applies to the command, after the sandbox's own setup (Landlock opens a
+// descriptor per rule) and not during it.
+TEST_F(CliTest, ASmallOpenFilesLimitHoldsUnderEveryIsolation) {
+  for (const char* level : {"none", "standard", "strict"}) {
+    SCOPED_TRACE(level);
+    Ran r = Run({"--isolation", level, "--open-files", "6", "--json", "--shell",
+                 "ulimit -n; exec 3</dev/null 4</dev/null 5</dev/null 6</dev/null && echo opened"});
+    json j = r.Json();
+    EXPECT_TRUE(j["setup_error"].is_null()) << j;
+    // Past the limit the shell cannot open another descriptor.
+    EXPECT_EQ(j["stdout"], "6\n") << j;
+    EXPECT_NE(j.value("stderr", "").find("Too many open files"), std::string::npos) << j;
+  }
+}
+
 TEST_F(CliTest, CpusIsCheckedAndEnforced) {
   for (const char* bad : {"0", "-1", "half", "1e3", "5000"}) {
     Ran r = Run({"--cpus", bad, "--", "/bin/true"});
