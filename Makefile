@@ -20,7 +20,8 @@ PACKAGES := cmake ninja-build g++ make pkg-config \
 	libseccomp-dev libtomlplusplus-dev \
 	libgtest-dev libgmock-dev libzmq3-dev \
 	python3 python3-pytest python3-ipykernel python3-venv python3-setuptools python3-wheel \
-	python3-requests python3-websocket python3-jupyter-server python3-yaml python3-jsonschema \
+	python3-requests python3-websocket python3-jupyter-server python3-notebook python3-matplotlib \
+	python3-yaml python3-jsonschema \
 	util-linux procps
 BENCH_PACKAGES := hyperfine bubblewrap firejail
 
@@ -36,20 +37,23 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# JupyterLab's client library (@jupyterlab/services, ws) for the client test
-# tests/clients/jupyterlab (ctest -R jupyterlab): installed from its lock
-# file into the build directory, never the source tree, and again only when
-# the lock file changes. Node and npm come from Debian only where missing.
-JS_CLIENT := tests/clients/jupyterlab
+# The npm clients the tests drive, each pinned by its lock file in
+# tests/clients/NAME and installed into $(BUILD)/clients/NAME, never the
+# source tree, and again only when the lock file changes: JupyterLab's
+# @jupyterlab/services and ws (ctest -R jupyterlab) and the official MCP SDK
+# @modelcontextprotocol/sdk (ctest -R '^mcp$'). Node and npm come from
+# Debian only where missing.
+JS_CLIENTS := jupyterlab mcp
 JS_CLIENT_BUILD := $(BUILD)/clients/jupyterlab
+MCP_CLIENT_BUILD := $(BUILD)/clients/mcp
 
-jsclients: $(JS_CLIENT_BUILD)/node_modules/.package-lock.json
+jsclients: $(foreach c,$(JS_CLIENTS),$(BUILD)/clients/$(c)/node_modules/.package-lock.json)
 
-$(JS_CLIENT_BUILD)/node_modules/.package-lock.json: $(JS_CLIENT)/package.json $(JS_CLIENT)/package-lock.json
+$(BUILD)/clients/%/node_modules/.package-lock.json: tests/clients/%/package.json tests/clients/%/package-lock.json
 	@command -v node >/dev/null && command -v npm >/dev/null || scripts/install-deps.sh nodejs npm
-	mkdir -p $(JS_CLIENT_BUILD)
-	cp $(JS_CLIENT)/package.json $(JS_CLIENT)/package-lock.json $(JS_CLIENT_BUILD)/
-	cd $(JS_CLIENT_BUILD) && npm ci --ignore-scripts --no-audit --no-fund
+	mkdir -p $(BUILD)/clients/$*
+	cp tests/clients/$*/package.json tests/clients/$*/package-lock.json $(BUILD)/clients/$*/
+	cd $(BUILD)/clients/$* && npm ci --ignore-scripts --no-audit --no-fund
 	touch $@
 
 run: build
@@ -79,7 +83,8 @@ SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_chec
 asan: deps jsclients
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORDON_SANITIZE=ON \
 		'-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1' \
-		-DCORDON_NODE_MODULES=$(CURDIR)/$(JS_CLIENT_BUILD)/node_modules
+		-DCORDON_NODE_MODULES=$(CURDIR)/$(JS_CLIENT_BUILD)/node_modules \
+		-DCORDON_MCP_NODE_MODULES=$(CURDIR)/$(MCP_CLIENT_BUILD)/node_modules
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	$(SANITIZER_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 1800
 

@@ -1,11 +1,15 @@
-// A Jupyter websocket client's text frame on /api/kernels/{id}/channels
-// (gateway::ParseClientMessage, what Relay::FromClient runs on it).
+// A Jupyter websocket client's frame on /api/kernels/{id}/channels
+// (gateway::ParseClientMessage / ParseClientFrame, what Relay::FromClient
+// runs on it), text and binary, in both protocols.
 #include "fuzz_support.h"
 #include "gateway/client_message.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace cordon;
-  auto parsed = gateway::ParseClientMessage(std::string(fuzz::Text(data, size)));
+namespace {
+
+using namespace cordon;
+
+// One parse of the input: the invariants of what the relay forwards.
+int Check(const std::expected<gateway::ClientMessage, gateway::ClientRefusal>& parsed) {
   if (!parsed) {
     CORDON_FUZZ_CHECK(!parsed.error().why.empty());
     CORDON_FUZZ_CHECK(parsed.error().parent.is_object());
@@ -24,5 +28,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto frames = jupyter::Serialize(m, "key");
   auto again = jupyter::Parse(frames, "key");
   CORDON_FUZZ_CHECK(again && again->header == m.header && again->content == m.content);
+  CORDON_FUZZ_CHECK(again->buffers == m.buffers);
+  // And back to a client, in both protocols: what it frames decodes again.
+  for (auto protocol : {gateway::Protocol::kDefault, gateway::Protocol::kV1}) {
+    gateway::ClientFrame frame = gateway::FrameForClient("shell", m, protocol);
+    if (!frame.binary) continue;
+    auto back = gateway::ParseClientFrame(frame.bytes, true, protocol);
+    CORDON_FUZZ_CHECK(back && back->message.buffers == m.buffers);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// The same bytes as a text frame, and as a binary frame of each protocol
+// (jupyter/ws_framing.h: counts and offsets that do not fit the frame).
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Check(gateway::ParseClientMessage(std::string(fuzz::Text(data, size))));
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  Check(gateway::ParseClientFrame(bytes, true, gateway::Protocol::kDefault));
+  Check(gateway::ParseClientFrame(bytes, true, gateway::Protocol::kV1));
   return 0;
 }

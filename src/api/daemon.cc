@@ -17,6 +17,8 @@
 #include "api/url.h"
 #include "contain/probe.h"
 #include "contain/reap.h"
+#include "mcp/http_transport.h"
+#include "mcp/server.h"
 #include "store/store.h"
 #include "sys/json_text.h"
 #include "sys/random.h"
@@ -73,6 +75,9 @@ struct Daemon::Impl {
   std::vector<std::string> urls;
   Metrics metrics;
   std::unique_ptr<Runs> runs;
+  // MCP over the runs and sessions above (so declared after them).
+  std::unique_ptr<mcp::Server> mcp;
+  std::unique_ptr<mcp::HttpTransport> mcp_http;
   bool stopping = false;
 
   Impl(asio::io_context& io, DaemonOptions options) : io(io), options(std::move(options)) {}
@@ -87,6 +92,9 @@ struct Daemon::Impl {
       body_limit = options.max_file_bytes;
     }
     if (path == "/v1/health") return std::nullopt;
+    if (path == mcp::kPath) {
+      if (auto refused = mcp::CheckOrigin(header)) return refused;
+    }
     const bool jupyter = extension && extension->Owns(path);
     if (!Authorized(header, jupyter ? target : "")) {
       ApiError e{401, "unauthorized", "a valid token is required: Authorization: Bearer <token>",
@@ -142,6 +150,7 @@ struct Daemon::Impl {
                           "", nullptr}),
           {{"Allow", allow}});
     };
+    if (request.path == mcp::kPath) return mcp_http->Handle(request, ex);
     if (extension && extension->Handle(request, ex)) return;
     if (is({"v1", "health"})) {
       if (method != http::verb::get) return not_allowed("GET");
@@ -254,11 +263,13 @@ Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Daemon::~Daemon() {
   if (impl_->server) impl_->server->StopAccepting();
-  ::unlink((impl_->options.state_dir + "/serve.json").c_str());
+  // A daemon that listens nowhere (`cordon mcp`) wrote none.
+  if (!impl_->urls.empty()) ::unlink((impl_->options.state_dir + "/serve.json").c_str());
 }
 
 const std::vector<std::string>& Daemon::urls() const { return impl_->urls; }
 const std::string& Daemon::token_path() const { return impl_->token_path; }
+mcp::Server& Daemon::mcp() { return *impl_->mcp; }
 
 sys::Result<std::string> LoadOrCreateToken(const std::string& path, bool create) {
   auto existing = sys::ReadFile(path, 4096);
@@ -389,6 +400,9 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   d.runs = std::make_unique<Runs>(*d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
                                   RunsOptions{d.options.state_dir, d.options.max_runs,
                                               d.options.verify_timeout, d.options.bounds});
+  d.mcp = std::make_unique<mcp::Server>(
+      mcp::Engine{*d.runs, *d.sessions, d.options.max_file_bytes, d.options.mcp_output_limit});
+  d.mcp_http = std::make_unique<mcp::HttpTransport>(*d.mcp, mcp::HttpTransport::Options{});
 
   d.token_path = d.options.token_file.value_or(d.options.state_dir + "/token");
   CORDON_ASSIGN_OR_RETURN(d.token, LoadOrCreateToken(d.token_path, !d.options.token_file));
@@ -411,7 +425,7 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
     if (!url) return std::unexpected(url.error());
     d.urls.push_back(*url);
   }
-  d.WriteServeFile();
+  if (!d.urls.empty()) d.WriteServeFile();
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 

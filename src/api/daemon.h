@@ -19,6 +19,10 @@
 #include "contain/signaller.h"
 #include "session/sessions.h"
 
+namespace cordon::mcp {
+class Server;
+}
+
 namespace cordon::api {
 
 // Options of python sessions and the /api surface; read by the extension.
@@ -50,6 +54,9 @@ struct DaemonOptions {
   // The Kernel Gateway surface and python sessions (cordon-serve sets it).
   ExtensionMaker extension;
   GatewayOptions gateway;  // what the extension reads
+  // MCP (src/mcp, at /mcp and in `cordon mcp`): the most bytes of each
+  // output stream in a tool result (--mcp-output-limit).
+  uint64_t mcp_output_limit = uint64_t{64} << 10;
   // Injected by tests only (a signaller that cannot kill, to reach the
   // quarantine); null: the kernel's. The cordon binary never sets it.
   contain::Signaller* signaller = nullptr;
@@ -67,6 +74,9 @@ class Daemon final {
 
   const std::vector<std::string>& urls() const;
   const std::string& token_path() const;
+  // The MCP tools over this daemon's runs, sessions and files (what /mcp
+  // serves; `cordon mcp`, which listens nowhere, serves it on stdio).
+  mcp::Server& mcp();
 
   // Stops accepting, cancels every run and tears every session down.
   // `done(all_dead)` once every teardown was decided.

@@ -112,8 +112,8 @@ std::string Millis(milliseconds ms) { return std::to_string(ms.count()) + " ms";
 // the read under its internal write lock.)
 //
 // Ownership: a message write in flight owns `out_.front()` (Beast holds a
-// pointer into it) until its completion handler has run, and only that
-// handler pops it. Nothing else may remove the front while `writing_` is
+// pointer into its bytes) until its completion handler has run, and only
+// that handler pops it. Nothing else may remove the front while `writing_` is
 // kMessage: Ended() drops only what is queued behind it. Every handler holds
 // `self`, so the session outlives its operations.
 //
@@ -126,8 +126,10 @@ template <typename Socket>
 class WebSocketSession final : public WebSocket,
                                public std::enable_shared_from_this<WebSocketSession<Socket>> {
  public:
-  WebSocketSession(Socket socket, uint64_t max_message, const HttpLimits& limits, Slot slot)
+  WebSocketSession(Socket socket, uint64_t max_message, const HttpLimits& limits, Slot slot,
+                   std::vector<std::string> subprotocols)
       : ws_(std::move(socket)),
+        subprotocols_(std::move(subprotocols)),
         timer_(ws_.get_executor()),
         max_queued_(limits.ws_queued_bytes),
         ping_interval_(limits.ws_ping_interval),
@@ -143,8 +145,14 @@ class WebSocketSession final : public WebSocket,
               std::function<void(std::shared_ptr<WebSocket>)> accepted) {
     auto self = this->shared_from_this();
     auto req = std::make_shared<http::request<http::string_body>>(std::move(request));
+    subprotocol_ = Agree(*req);
     ws_.set_option(beast::websocket::stream_base::decorator(
-        [](beast::websocket::response_type& res) { res.set(http::field::server, "cordon"); }));
+        [protocol = subprotocol_](beast::websocket::response_type& res) {
+          res.set(http::field::server, "cordon");
+          // Only one the client offered (RFC 6455 4.2.2): a client fails
+          // the connection on any other.
+          if (!protocol.empty()) res.set(http::field::sec_websocket_protocol, protocol);
+        }));
     Heard();  // the upgrade request itself
     ArmTimer();
     ws_.async_accept(*req, [self, req, accepted = std::move(accepted)](beast::error_code ec) {
@@ -166,20 +174,9 @@ class WebSocketSession final : public WebSocket,
     Read();
   }
 
-  void Send(std::string text) override {
-    if (ended_ || close_requested_) return;
-    if (!out_.empty() && queued_ + text.size() > max_queued_) {
-      // The client does not read what it is sent: the queue would grow
-      // with the producer (a kernel's output) until the daemon ran out of
-      // memory. It goes, whatever produced the output goes on.
-      Log("warning", "ws_slow_reader",
-          {{"queued_bytes", queued_}, {"message_bytes", text.size()}, {"limit", max_queued_}});
-      return Ended();
-    }
-    queued_ += text.size();
-    out_.push_back(std::move(text));
-    Pump();
-  }
+  void Send(std::string text) override { Queue(std::move(text), false); }
+  void SendBinary(std::string bytes) override { Queue(std::move(bytes), true); }
+  const std::string& subprotocol() const override { return subprotocol_; }
 
   // Sends what is queued, then a close frame.
   void Close() override {
@@ -189,16 +186,61 @@ class WebSocketSession final : public WebSocket,
   }
 
  private:
+  // The first of the server's subprotocols that the request offers, or "".
+  // Offers are comma-separated tokens, in one header or several.
+  std::string Agree(const http::request<http::string_body>& request) const {
+    std::vector<std::string> offered;
+    for (auto [it, end] = request.equal_range(http::field::sec_websocket_protocol); it != end;
+         ++it) {
+      std::string_view list(it->value().data(), it->value().size());
+      while (!list.empty()) {
+        size_t comma = list.find(',');
+        std::string_view token = list.substr(0, comma);
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+        while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) {
+          token.remove_prefix(1);
+        }
+        while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) {
+          token.remove_suffix(1);
+        }
+        if (!token.empty()) offered.emplace_back(token);
+      }
+    }
+    for (const std::string& ours : subprotocols_) {
+      if (std::find(offered.begin(), offered.end(), ours) != offered.end()) return ours;
+    }
+    return "";
+  }
+
+  void Queue(std::string bytes, bool binary) {
+    if (ended_ || close_requested_) return;
+    if (!out_.empty() && queued_ + bytes.size() > max_queued_) {
+      // The client does not read what it is sent: the queue would grow
+      // with the producer (a kernel's output) until the daemon ran out of
+      // memory. It goes, whatever produced the output goes on.
+      Log("warning", "ws_slow_reader",
+          {{"queued_bytes", queued_}, {"message_bytes", bytes.size()}, {"limit", max_queued_}});
+      return Ended();
+    }
+    queued_ += bytes.size();
+    out_.push_back(Outgoing{std::move(bytes), binary});
+    Pump();
+  }
+
   void Read() {
     auto self = this->shared_from_this();
     ws_.async_read(buffer_, [self](beast::error_code ec, size_t) {
       if (ec) return self->Ended();
       self->Heard();
-      std::string text = beast::buffers_to_string(self->buffer_.data());
+      std::string data = beast::buffers_to_string(self->buffer_.data());
       self->buffer_.consume(self->buffer_.size());
       // The handler may Send, Close, or drop its last reference to this
       // session; `self` keeps it alive until this handler returns.
-      if (self->handlers_.message) self->handlers_.message(std::move(text));
+      if (self->ws_.got_binary() && self->handlers_.binary) {
+        self->handlers_.binary(std::move(data));
+      } else if (self->handlers_.message) {
+        self->handlers_.message(std::move(data));
+      }
       if (!self->ended_) self->Read();
     });
   }
@@ -219,10 +261,10 @@ class WebSocketSession final : public WebSocket,
     }
     if (!out_.empty()) {
       writing_ = Writing::kMessage;
-      ws_.text(true);
-      ws_.async_write(asio::buffer(out_.front()), [self](beast::error_code ec, size_t) {
+      ws_.binary(out_.front().binary);
+      ws_.async_write(asio::buffer(out_.front().bytes), [self](beast::error_code ec, size_t) {
         self->writing_ = Writing::kNone;
-        self->queued_ -= self->out_.front().size();
+        self->queued_ -= self->out_.front().bytes.size();
         self->out_.pop_front();  // the buffer this write owned; see the class comment
         if (ec) return self->Ended();
         self->Pump();
@@ -285,7 +327,7 @@ class WebSocketSession final : public WebSocket,
     ended_ = true;
     if (writing_ == Writing::kMessage) {
       out_.erase(std::next(out_.begin()), out_.end());  // the front is the write's
-      queued_ = out_.front().size();
+      queued_ = out_.front().bytes.size();
     } else {
       out_.clear();
       queued_ = 0;
@@ -301,12 +343,18 @@ class WebSocketSession final : public WebSocket,
 
   // Which write is in flight, if one is.
   enum class Writing { kNone, kMessage, kPing, kClose };
+  struct Outgoing {
+    std::string bytes;
+    bool binary = false;  // a binary frame, else a text one
+  };
 
   beast::websocket::stream<Socket> ws_;
-  asio::steady_timer timer_;     // pings and the idle deadline; see ArmTimer
-  beast::flat_buffer buffer_;    // the read in flight's
-  std::deque<std::string> out_;  // front: the write in flight's, while writing_ is kMessage
-  uint64_t queued_ = 0;          // bytes in out_
+  const std::vector<std::string> subprotocols_;  // the server's, preferred first
+  std::string subprotocol_;                      // the one agreed, or ""
+  asio::steady_timer timer_;                     // pings and the idle deadline; see ArmTimer
+  beast::flat_buffer buffer_;                    // the read in flight's
+  std::deque<Outgoing> out_;  // front: the write in flight's, while writing_ is kMessage
+  uint64_t queued_ = 0;       // bytes in out_
   const uint64_t max_queued_;
   const milliseconds ping_interval_;
   const milliseconds idle_timeout_;
@@ -407,7 +455,8 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   }
 
   void UpgradeWebSocket(uint64_t max_message,
-                        std::function<void(std::shared_ptr<WebSocket>)> accepted) override {
+                        std::function<void(std::shared_ptr<WebSocket>)> accepted,
+                        std::vector<std::string> subprotocols) override {
     if (responded_ || closed_) return;
     responded_ = true;
     Expect(Waiting::kNothing, {});
@@ -417,7 +466,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     // WebSocket's from here on; this connection is done.
     closed_ = true;
     auto ws = std::make_shared<WebSocketSession<Socket>>(std::move(socket_), max_message, limits_,
-                                                         std::move(slot_));
+                                                         std::move(slot_), std::move(subprotocols));
     ws->Accept(std::move(request_.message), std::move(accepted));
   }
 

@@ -34,19 +34,26 @@ struct Request {
   std::string query;  // after '?'
 };
 
-// A WebSocket accepted from an HTTP request (RFC 6455, text frames). Its
-// handlers run on the daemon's loop; Send queues, in order.
+// A WebSocket accepted from an HTTP request (RFC 6455, text and binary
+// frames). Its handlers run on the daemon's loop; Send and SendBinary
+// queue, in one order.
 class WebSocket {
  public:
   struct Handlers {
+    // A text frame's message; a binary one's too when `binary` is null.
     std::function<void(std::string text)> message;
-    std::function<void()> closed;  // once, when the connection ends either way
+    std::function<void(std::string bytes)> binary;  // a binary frame's message
+    std::function<void()> closed;                   // once, when the connection ends either way
   };
   virtual ~WebSocket() = default;
   // Starts reading; the handlers are kept until the connection ends.
   virtual void Start(Handlers handlers) = 0;
-  virtual void Send(std::string text) = 0;
+  virtual void Send(std::string text) = 0;         // as a text frame
+  virtual void SendBinary(std::string bytes) = 0;  // as a binary frame
   virtual void Close() = 0;
+  // The subprotocol agreed in the handshake (Sec-WebSocket-Protocol), or
+  // "" for none.
+  virtual const std::string& subprotocol() const = 0;
 };
 
 // One request in flight. Exactly one of Respond, BeginStream ... EndStream,
@@ -67,9 +74,16 @@ class Exchange {
   // Answers a WebSocket upgrade (the request must be one; see
   // IsWebSocketUpgrade): `accepted` gets the socket once the handshake is
   // done (not at all if it fails). Messages over `max_message` bytes from
-  // the client end the connection (close code 1009).
+  // the client end the connection (close code 1009). `subprotocols`: those
+  // the server speaks, preferred first; the first of them that the client
+  // offers is agreed (WebSocket::subprotocol), none if it offers none.
   virtual void UpgradeWebSocket(uint64_t max_message,
-                                std::function<void(std::shared_ptr<WebSocket>)> accepted) = 0;
+                                std::function<void(std::shared_ptr<WebSocket>)> accepted,
+                                std::vector<std::string> subprotocols) = 0;
+  void UpgradeWebSocket(uint64_t max_message,
+                        std::function<void(std::shared_ptr<WebSocket>)> accepted) {
+    UpgradeWebSocket(max_message, std::move(accepted), {});
+  }
 
   void RespondJson(int status, const nlohmann::json& body, Headers headers = {});
   void RespondError(const ApiError& error);

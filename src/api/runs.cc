@@ -21,20 +21,56 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
   if (!body) return ex->RespondError(body.error());
   auto spec = ParseRun(*body);
   if (!spec) return ex->RespondError(spec.error());
+  auto active = std::make_unique<Active>();
+  active->exchange = ex;
+  std::string accept(request.message[http::field::accept]);
+  active->streaming = accept.find("application/x-ndjson") != std::string::npos;
+  const bool streaming = active->streaming;
+  auto id = Launch(std::move(*spec), std::move(active), request.id);
+  if (!id) return ex->RespondError(id.error());
+  if (streaming) ex->BeginStream(200, "application/x-ndjson");
+  // A client that goes away cancels its run: teardown, recorded `cancelled`.
+  ex->WatchClient([this, id = *id] {
+    auto it = runs_.find(id);
+    if (it == runs_.end() || !it->second->execution) return;
+    Log("info", "run_client_gone", {{"grant_id", it->second->execution->grant_id()}});
+    it->second->execution->Cancel();
+  });
+}
+
+uint64_t Runs::Submit(contain::Spec spec, const std::string& request_id, Done done) {
+  auto active = std::make_unique<Active>();
+  active->done = done;
+  auto id = Launch(std::move(spec), std::move(active), request_id);
+  if (!id) {
+    done(std::unexpected(id.error()));
+    return 0;
+  }
+  return *id;
+}
+
+void Runs::Cancel(uint64_t id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end() || !it->second->execution) return;
+  it->second->execution->Cancel();
+}
+
+std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
+                                               std::unique_ptr<Active> active,
+                                               const std::string& request_id) {
+  contain::Spec* spec = &spec_value;
   if (auto above = contain::ApplyBounds(options_.bounds, *spec)) {
-    return ex->RespondError(ApiError{422, "above_ceiling", above->message, above->field, nullptr});
+    return std::unexpected(ApiError{422, "above_ceiling", above->message, above->field, nullptr});
   }
   if (stopping_) {
-    return ex->RespondError(ApiError{503, "stopping", "the daemon is shutting down", "", nullptr});
+    return std::unexpected(ApiError{503, "stopping", "the daemon is shutting down", "", nullptr});
   }
   if (runs_.size() >= options_.max_runs) {
-    return ex->RespondError(ApiError{
+    return std::unexpected(ApiError{
         429, "over_capacity",
         "at most " + std::to_string(options_.max_runs) + " runs may be in progress at once", "",
         nullptr});
   }
-  auto active = std::make_unique<Active>();
-  active->exchange = ex;
   active->limits = contain::LimitsJson(spec->limits);
   std::optional<contain::CapabilityStatus> disk;
   if (!spec->workspace) {
@@ -52,7 +88,7 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
       std::string why =
           "cannot create the run's workspace " + active->scratch + ": " + ec.message();
       std::filesystem::remove(active->scratch, ec);
-      return ex->RespondError(FromSession(
+      return std::unexpected(FromSession(
           session::Error{session::Error::Kind::kInternal, std::move(why), "", nullptr}));
     }
     spec->workspace = active->scratch;
@@ -74,10 +110,8 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
   auto grant = contain::Acquire(*spec, probe_, store_, disk ? &*disk : nullptr);
   if (!grant) {
     RemoveScratch(*active);
-    return ex->RespondError(FromSession(session::FromAdmit(grant.error())));
+    return std::unexpected(FromSession(session::FromAdmit(grant.error())));
   }
-  std::string accept(request.message[http::field::accept]);
-  active->streaming = accept.find("application/x-ndjson") != std::string::npos;
   Active* run = active.get();
   run::ExecutionOptions exec_options;
   exec_options.verify_timeout = options_.verify_timeout;
@@ -89,28 +123,20 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
     run->exchange->Stream(sys::JsonText(event) + "\n");
   };
   const uint64_t id = next_++;
-  const std::string request_id = request.id;
   auto started = Clock::now();
   auto execution = run::Execution::Start(
       reactor_, store_, signaller_, std::move(*grant), *spec, std::move(exec_options),
       [this, id, request_id](run::RunResult r) { OnDone(id, request_id, std::move(r)); });
   if (!execution) {
     RemoveScratch(*active);
-    return ex->RespondError(ApiError{500, "internal", execution.error().message(), "", nullptr});
+    return std::unexpected(ApiError{500, "internal", execution.error().message(), "", nullptr});
   }
   metrics_.spawn_seconds.Observe(Seconds(Clock::now() - started));
   active->execution = std::move(*execution);
   Log("info", "run_started",
-      {{"request_id", request.id}, {"grant_id", run->execution->grant_id()}});
-  if (run->streaming) ex->BeginStream(200, "application/x-ndjson");
+      {{"request_id", request_id}, {"grant_id", run->execution->grant_id()}});
   runs_.emplace(id, std::move(active));
-  // A client that goes away cancels its run: teardown, recorded `cancelled`.
-  ex->WatchClient([this, id] {
-    auto it = runs_.find(id);
-    if (it == runs_.end() || !it->second->execution) return;
-    Log("info", "run_client_gone", {{"grant_id", it->second->execution->grant_id()}});
-    it->second->execution->Cancel();
-  });
+  return id;
 }
 
 void Runs::RemoveScratch(const Active& run) {
@@ -137,6 +163,26 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   // Gone (with its bound) before the result is sent: a client that has the
   // result finds no mount of the run's left.
   RemoveScratch(run);
+  if (run.done) {
+    auto done = std::move(run.done);
+    run.done = nullptr;
+    done(std::move(r));
+  } else {
+    Respond(run, std::move(r));
+  }
+  // The Execution is still on the stack: destroy it from the loop.
+  boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {
+    if (!alive.lock()) return;
+    runs_.erase(id);
+    if (runs_.empty() && drained_) {
+      auto drained = std::move(drained_);
+      drained_ = nullptr;
+      drained(all_dead_);
+    }
+  });
+}
+
+void Runs::Respond(Active& run, run::RunResult r) {
   // The output is moved, not copied, from the result into the JSON, whose
   // text, written once into a buffer of its own, is the only other copy: a
   // run that printed to its cap costs the daemon about twice the cap.
@@ -156,16 +202,6 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   } else {
     run.exchange->Respond(200, std::move(text), "application/json");
   }
-  // The Execution is still on the stack: destroy it from the loop.
-  boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {
-    if (!alive.lock()) return;
-    runs_.erase(id);
-    if (runs_.empty() && drained_) {
-      auto drained = std::move(drained_);
-      drained_ = nullptr;
-      drained(all_dead_);
-    }
-  });
 }
 
 void Runs::Stop(std::function<void(bool)> drained) {

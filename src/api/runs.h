@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <expected>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,19 +43,33 @@ class Runs final {
 
   void Start(const Request& request, const std::shared_ptr<Exchange>& exchange);
 
+  // The same admission and engine as Start, for a spec parsed elsewhere (the
+  // MCP tools, src/mcp): `done` gets the result, or the error that refused
+  // the run (then at once, before Submit returns). Returns the run's id,
+  // for Cancel; 0 when it was refused.
+  using Done = std::function<void(std::expected<run::RunResult, ApiError>)>;
+  uint64_t Submit(contain::Spec spec, const std::string& request_id, Done done);
+  // Tears a run down (recorded `cancelled`); its result still comes.
+  void Cancel(uint64_t id);
+
   // Cancels every run; `drained(all_dead)` once none is left.
   void Stop(std::function<void(bool)> drained);
   size_t active() const { return runs_.size(); }
 
  private:
   struct Active {
-    std::shared_ptr<Exchange> exchange;
+    std::shared_ptr<Exchange> exchange;  // null for a Submit
+    Done done;                           // a Submit's; null for Start
     std::unique_ptr<run::Execution> execution;
     std::string scratch;  // a workspace made for the run, removed afterwards
     bool streaming = false;
     nlohmann::json limits;  // the effective limits, shown in the result
   };
+  std::expected<uint64_t, ApiError> Launch(contain::Spec spec, std::unique_ptr<Active> active,
+                                           const std::string& request_id);
   void OnDone(uint64_t id, const std::string& request_id, run::RunResult result);
+  // The result as POST /v1/runs answers it, whole or as the stream's end.
+  static void Respond(Active& run, run::RunResult result);
   static void RemoveScratch(const Active& run);
 
   AsioReactor& reactor_;

@@ -46,6 +46,8 @@ void RaiseOpenFilesLimit(const HttpLimits& http) {
   }
 }
 
+}  // namespace
+
 // On a pure cgroup v2 host the daemon moves itself into a leaf of the group
 // it was started in (a systemd service's delegated group, a container's
 // cgroup namespace root), so that the sandboxes' groups beside it can have
@@ -65,8 +67,6 @@ void MoveIntoLeaf(DaemonOptions& options) {
     Log("warning", "cgroup_leaf", {{"message", leaf.note}});
   }
 }
-
-}  // namespace
 
 int Serve(DaemonOptions options) {
   MoveIntoLeaf(options);

@@ -9,4 +9,8 @@ namespace cordon::api {
 
 int Serve(DaemonOptions options);
 
+// On a pure cgroup v2 host, moves this process into a leaf of its cgroup
+// and sets options.cgroup_root to it (see serve.cc); before Daemon::Start.
+void MoveIntoLeaf(DaemonOptions& options);
+
 }  // namespace cordon::api

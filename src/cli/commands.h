@@ -21,5 +21,6 @@ Command AddClosureCommand(CLI::App& app);
 Command AddAttestCommand(CLI::App& app);
 Command AddSignalCommand(CLI::App& app);
 Command AddServeCommand(CLI::App& app);
+Command AddMcpCommand(CLI::App& app);
 
 }  // namespace cordon::cli

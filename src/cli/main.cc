@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       {"grants", cordon::cli::AddGrantsCommand},   {"reap", cordon::cli::AddReapCommand},
       {"closure", cordon::cli::AddClosureCommand}, {"attest", cordon::cli::AddAttestCommand},
       {"signal", cordon::cli::AddSignalCommand},   {"serve", cordon::cli::AddServeCommand},
+      {"mcp", cordon::cli::AddMcpCommand},
   };
   std::string_view named = argc > 1 ? argv[1] : "";
   bool known = false;

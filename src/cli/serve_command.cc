@@ -36,6 +36,7 @@ struct ServeArgs {
   std::string header_timeout = "10", body_timeout = "30", http_idle_timeout = "60",
               max_connections = "1024", ws_ping_interval = "30", ws_idle_timeout = "120";
   std::string max_sessions = "64", max_runs = "32";
+  std::string mcp_output_limit = "64K";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
   std::string prespawn = "0", interrupt_grace = "10", kernel_ready_timeout = "60",
               max_kernels = "64", max_message = "64M";
@@ -96,21 +97,22 @@ std::optional<std::string> ParseBounds(const ServeArgs& a, contain::Bounds& b) {
   return contain::BoundsProblem(b);
 }
 
-int Execute(const ServeArgs& a) {
+// The options, or none once the error naming the option is printed.
+std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view kName) {
   api::DaemonOptions o;
   if (!a.listen.empty()) o.listen = a.listen;
   o.allow_remote = a.allow_remote;
   auto state = store::ResolveStateDir(Given(a.state_dir, a.Given("--state-dir")));
   if (!state) {
     PrintError(kName, state.error().message());
-    return kExitCordonFailed;
+    return std::nullopt;
   }
   o.state_dir = *state;
   if (a.Given("--token-file")) o.token_file = a.token_file;
   if (a.Given("--cgroup-root")) {
     if (auto problem = contain::CgroupRootProblem(a.cgroup_root)) {
       PrintError(kName, "--cgroup-root: '" + a.cgroup_root + "' " + *problem);
-      return kExitCordonFailed;
+      return std::nullopt;
     }
     o.cgroup_root = a.cgroup_root;
   }
@@ -143,6 +145,8 @@ int Execute(const ServeArgs& a) {
        [&](int64_t v) { o.sessions.max_sessions = static_cast<size_t>(v); }},
       {"--max-runs", a.max_runs, ParseCount,
        [&](int64_t v) { o.max_runs = static_cast<size_t>(v); }},
+      {"--mcp-output-limit", a.mcp_output_limit, ParseSize,
+       [&](int64_t v) { o.mcp_output_limit = static_cast<uint64_t>(v); }},
       {"--session-idle-ttl", a.idle_ttl, ParseDurationMs,
        [&](int64_t v) { o.sessions.idle_ttl = std::chrono::milliseconds(v); }},
       {"--session-max-lifetime", a.max_lifetime, ParseDurationMs,
@@ -154,22 +158,22 @@ int Execute(const ServeArgs& a) {
     auto value = n.parse(n.text);
     if (!value) {
       PrintError(kName, std::string(n.option) + ": " + value.error());
-      return kExitCordonFailed;
+      return std::nullopt;
     }
     if (*value <= 0) {
       PrintError(kName, std::string(n.option) + ": must be positive");
-      return kExitCordonFailed;
+      return std::nullopt;
     }
     if (std::string_view(n.option) == "--max-header" && *value > (1 << 20)) {
       PrintError(kName, "--max-header: must be at most 1M");
-      return kExitCordonFailed;
+      return std::nullopt;
     }
     n.set(*value);
   }
   if (o.http.ws_idle_timeout <= o.http.ws_ping_interval) {
     // A client would be cut off before it was ever asked for a pong.
     PrintError(kName, "--ws-idle-timeout: must be longer than --ws-ping-interval");
-    return kExitCordonFailed;
+    return std::nullopt;
   }
   struct Kernel {
     const char* option;
@@ -194,25 +198,34 @@ int Execute(const ServeArgs& a) {
     auto value = k.parse(k.text);
     if (!value) {
       PrintError(kName, std::string(k.option) + ": " + value.error());
-      return kExitCordonFailed;
+      return std::nullopt;
     }
     if (*value < 0 || (*value == 0 && !k.zero_ok)) {
       PrintError(kName, std::string(k.option) + ": must be positive");
-      return kExitCordonFailed;
+      return std::nullopt;
     }
     k.set(*value);
   }
   if (auto failed = ParseBounds(a, o.bounds)) {
     PrintError(kName, *failed);
-    return kExitCordonFailed;
+    return std::nullopt;
   }
   for (const auto& name : a.kernel_env) {
     if (name.empty() || name.find_first_of("=\0") != std::string::npos) {
       PrintError(kName, "--kernel-env: '" + name + "' is not a variable name");
-      return kExitCordonFailed;
+      return std::nullopt;
     }
     o.gateway.env_allowlist.push_back(name);
   }
+  return o;
+}
+
+void RegisterOptions(CLI::App* cmd, ServeArgs& a);
+
+int Execute(const ServeArgs& a) {
+  auto options = ToOptions(a, kName);
+  if (!options) return kExitCordonFailed;
+  api::DaemonOptions o = std::move(*options);
   if (ServeWithKernels()) return ServeWithKernels()(std::move(o));
   ExecKernelServe();  // returns only when cordon-serve is not there
   api::Log("warning", "no_kernels",
@@ -256,13 +269,39 @@ void ExecKernelServe() {
 }
 
 Command AddServeCommand(CLI::App& app) {
-  auto args = std::make_shared<ServeArgs>();
-  ServeArgs& a = *args;
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "Run the daemon: the HTTP API for runs, shell sessions and their files (docs/api.md). "
-      "Every request but GET /v1/health needs the token. SIGTERM stops it after tearing "
-      "everything down.");
+      "Run the daemon: the HTTP API for runs, shell sessions and their files (docs/api.md), "
+      "and MCP at /mcp (docs/mcp.md). Every request but GET /v1/health needs the token. "
+      "SIGTERM stops it after tearing everything down.");
+  auto args = std::make_shared<ServeArgs>();
+  RegisterOptions(cmd, *args);
+  return Command{cmd, [args] { return Execute(*args); }};
+}
+
+std::function<std::optional<api::DaemonOptions>()> AddDaemonOptions(CLI::App* cmd,
+                                                                    std::string command) {
+  auto args = std::make_shared<ServeArgs>();
+  RegisterOptions(cmd, *args);
+  return [args, command] {
+    if (args->Given("--listen") || args->Given("--allow-remote")) {
+      PrintError(command, "--listen: cordon " + command +
+                              " speaks on stdin and stdout; listening is cordon serve's "
+                              "(which serves MCP at /mcp too)");
+      return std::optional<api::DaemonOptions>();
+    }
+    return ToOptions(*args, command);
+  };
+}
+
+std::function<int(api::DaemonOptions)>& McpWithKernels() {
+  static std::function<int(api::DaemonOptions)> mcp;
+  return mcp;
+}
+
+namespace {
+
+void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
   auto opt = [&](const std::string& name, std::string& target, const std::string& help) {
     a.options[name] = cmd->add_option(name, target, help);
     return a.options[name];
@@ -375,7 +414,12 @@ Command AddServeCommand(CLI::App& app) {
   opt("--verify-timeout", a.verify_timeout,
       "How long after SIGKILL death must be seen before a teardown is unverified (default 5)")
       ->type_name("SEC");
-  return Command{cmd, [args] { return Execute(*args); }};
+  opt("--mcp-output-limit", a.mcp_output_limit,
+      "The most bytes of each output stream (stdout, stderr) in an MCP tool result; past it "
+      "the output is cut on a UTF-8 boundary and says how much was left out (default 64K)")
+      ->type_name("BYTES");
 }
+
+}  // namespace
 
 }  // namespace cordon::cli

@@ -12,11 +12,14 @@
 #include "cli/common.h"
 #include "cli/serve_command.h"
 #include "gateway/gateway.h"
+#include "mcp/stdio.h"
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv, argv + argc);
-  if (args.size() < 2 || args[1] != "serve") args.insert(args.begin() + 1, "serve");
+  if (args.size() < 2 || (args[1] != "serve" && args[1] != "mcp")) {
+    args.insert(args.begin() + 1, "serve");
+  }
   std::vector<char*> pointers;
   for (auto& a : args) pointers.push_back(a.data());
 
@@ -24,11 +27,16 @@ int main(int argc, char** argv) {
     options.extension = cordon::gateway::Maker(options.gateway);
     return cordon::api::Serve(std::move(options));
   };
+  cordon::cli::McpWithKernels() = [](cordon::api::DaemonOptions options) {
+    options.extension = cordon::gateway::Maker(options.gateway);
+    return cordon::mcp::ServeStdio(std::move(options));
+  };
   CLI::App app{"cordon-serve: the cordon daemon with python sessions and the Kernel Gateway API",
                "cordon"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(CORDON_VERSION));
   cordon::cli::Command serve = cordon::cli::AddServeCommand(app);
+  cordon::cli::Command mcp = cordon::cli::AddMcpCommand(app);
   try {
     app.parse(static_cast<int>(pointers.size()), pointers.data());
   } catch (const CLI::ParseError& e) {
@@ -36,5 +44,5 @@ int main(int argc, char** argv) {
     cordon::cli::PrintError("serve", std::string(e.what()) + " (see cordon serve --help)");
     return cordon::cli::kExitCordonFailed;
   }
-  return serve.run();
+  return mcp.app->parsed() ? mcp.run() : serve.run();
 }

@@ -1,9 +1,10 @@
 #include "gateway/channels.h"
 
+#include <array>
+#include <optional>
+
 #include "api/log.h"
-#include "gateway/client_message.h"
 #include "jupyter/wire.h"
-#include "sys/json_text.h"
 
 namespace cordon::gateway {
 namespace {
@@ -18,9 +19,23 @@ constexpr size_t kMaxPendingRequests = 10000;
 // client that sends more while it waits is refused, not buffered.
 constexpr size_t kMaxWaitingBytes = 16 << 20;
 
-json Header(const std::string& msg_type) {
-  return {{"msg_id", jupyter::NewUuid()}, {"msg_type", msg_type},      {"session", "cordon"},
-          {"username", "cordon"},         {"date", jupyter::IsoNow()}, {"version", "5.3"}};
+// A whole Jupyter message of the daemon's own, on iopub: every header field
+// a client validates (JupyterLab throws on a message without one).
+jupyter::Message Made(const std::string& msg_type, json parent, json content) {
+  jupyter::Message m;
+  m.header = {{"msg_id", jupyter::NewUuid()}, {"msg_type", msg_type},      {"session", "cordon"},
+              {"username", "cordon"},         {"date", jupyter::IsoNow()}, {"version", "5.3"}};
+  m.parent_header = parent.is_object() ? std::move(parent) : json::object();
+  m.content = std::move(content);
+  return m;
+}
+
+void Send(api::WebSocket& socket, ClientFrame frame) {
+  if (frame.binary) {
+    socket.SendBinary(std::move(frame.bytes));
+  } else {
+    socket.Send(std::move(frame.bytes));
+  }
 }
 
 }  // namespace
@@ -28,15 +43,17 @@ json Header(const std::string& msg_type) {
 void Relay::Connect(const std::string& id, std::shared_ptr<api::WebSocket> socket) {
   const uint64_t n = next_client_++;
   Entry& e = kernels_[id];
-  e.clients[n] = socket;
+  e.clients[n] = Client{socket, ProtocolOf(socket->subprotocol())};
   e.last_activity = jupyter::IsoNow();
   api::WebSocket::Handlers handlers;
-  handlers.message = [this, id, n](std::string text) { FromClient(id, n, text); };
+  handlers.message = [this, id, n](std::string text) { FromClient(id, n, std::move(text), false); };
+  handlers.binary = [this, id, n](std::string bytes) { FromClient(id, n, std::move(bytes), true); };
   handlers.closed = [this, id, n] {
     auto it = kernels_.find(id);
     if (it == kernels_.end()) return;
     it->second.clients.erase(n);
     std::erase_if(it->second.requests, [n](const auto& r) { return r.second == n; });
+    std::erase_if(it->second.waiting, [n](const Pending& p) { return p.client == n; });
   };
   socket->Start(std::move(handlers));
 }
@@ -54,8 +71,18 @@ std::string Relay::last_activity(const std::string& id) const {
 void Relay::Touch(const std::string& id) { kernels_[id].last_activity = jupyter::IsoNow(); }
 
 void Relay::Restarting(const std::string& id) {
-  kernels_[id].restarting = true;
+  Entry& e = kernels_[id];
+  e.restarting = true;
+  e.last_activity = jupyter::IsoNow();
   Status(id, "restarting");
+}
+
+void Relay::Restarted(const std::string& id, bool ok) {
+  auto it = kernels_.find(id);
+  if (it == kernels_.end()) return;
+  it->second.restarting = false;
+  it->second.last_activity = jupyter::IsoNow();
+  if (!ok) Status(id, "dead");
 }
 
 void Relay::Forget(const std::string& id) {
@@ -63,7 +90,7 @@ void Relay::Forget(const std::string& id) {
   if (it == kernels_.end()) return;
   auto clients = std::move(it->second.clients);
   kernels_.erase(it);
-  for (auto& [n, socket] : clients) socket->Close();
+  for (auto& [n, client] : clients) client.socket->Close();
 }
 
 void Relay::CloseAll() {
@@ -72,16 +99,16 @@ void Relay::CloseAll() {
   for (const auto& id : ids) Forget(id);
 }
 
-void Relay::FromClient(const std::string& id, uint64_t client, const std::string& text) {
+void Relay::FromClient(const std::string& id, uint64_t client_id, std::string bytes, bool binary) {
   auto it = kernels_.find(id);
   if (it == kernels_.end()) return;
-  auto socket_it = it->second.clients.find(client);
-  if (socket_it == it->second.clients.end()) return;
-  std::shared_ptr<api::WebSocket> socket = socket_it->second;
+  auto client_it = it->second.clients.find(client_id);
+  if (client_it == it->second.clients.end()) return;
+  const Client client = client_it->second;  // a copy: the map may change below
   it->second.last_activity = jupyter::IsoNow();
 
-  auto parsed = ParseClientMessage(text);
-  if (!parsed) return Refuse(*socket, parsed.error().parent, parsed.error().why);
+  auto parsed = ParseClientFrame(bytes, binary, client.protocol);
+  if (!parsed) return Refuse(client, parsed.error().parent, parsed.error().why);
   const Channel channel = parsed->channel;
   jupyter::Message& m = parsed->message;
   const json header = m.header;  // a copy: m is moved into Forward, header is used after
@@ -91,23 +118,25 @@ void Relay::FromClient(const std::string& id, uint64_t client, const std::string
     auto view = sessions_ ? sessions_->Get(id) : session::Outcome<json>();
     if (view && view->value("state", "") == "starting" &&
         it->second.waiting.size() < kMaxPendingRequests &&
-        it->second.waiting_bytes + text.size() <= kMaxWaitingBytes) {
-      it->second.waiting_bytes += text.size();
-      it->second.waiting.emplace_back(client, text);  // relayed once it is ready
+        it->second.waiting_bytes + bytes.size() <= kMaxWaitingBytes) {
+      it->second.waiting_bytes += bytes.size();
+      // Relayed once it is ready (parsed again then: a few microseconds,
+      // and nothing half-made is held).
+      it->second.waiting.push_back(Pending{client_id, std::move(bytes), binary});
       return;
     }
-    return Refuse(*socket, header, "the kernel is not running");
+    return Refuse(client, header, "the kernel is not running");
   }
   const std::string msg_id = header["msg_id"].get<std::string>();
   auto& requests = it->second.requests;
   if (requests.size() >= kMaxPendingRequests) requests.erase(requests.begin());
-  requests[msg_id] = client;
+  requests[msg_id] = client_id;
   if (auto sent = kernel->Forward(channel, std::move(m)); !sent) {
     // Looked up again: a failed send may have ended the kernel, and with it
     // its entry (`it` and `requests` may point at freed memory).
     if (auto again = kernels_.find(id); again != kernels_.end())
       again->second.requests.erase(msg_id);
-    Refuse(*socket, header, "the message could not be sent: " + sent.error().message());
+    Refuse(client, header, "the message could not be sent: " + sent.error().message());
   }
 }
 
@@ -117,12 +146,18 @@ void Relay::OnKernelMessage(const std::string& id, Channel channel,
   if (it == kernels_.end()) return;
   Entry& e = it->second;
   e.last_activity = jupyter::IsoNow();
-  const std::string name(jupyter::ChannelName(channel));
+  const std::string_view name = jupyter::ChannelName(channel);
   if (channel == Channel::kIopub) {
     if (message.msg_type() == "status") e.restarting = false;
-    // Copied: a client that goes away while this runs leaves the map.
+    // Framed once per protocol, not once per client. Copied: a client that
+    // goes away while this runs leaves the map.
+    std::array<std::optional<ClientFrame>, 2> frames;
     auto clients = e.clients;
-    for (auto& [n, socket] : clients) Deliver(*socket, name, message);
+    for (auto& [n, client] : clients) {
+      auto& frame = frames[client.protocol == Protocol::kV1 ? 1 : 0];
+      if (!frame) frame = FrameForClient(name, message, client.protocol);
+      Deliver(client, *frame, message);
+    }
     return;
   }
   // A reply (or an input request) goes to the client whose request it answers.
@@ -132,8 +167,8 @@ void Relay::OnKernelMessage(const std::string& id, Channel channel,
   auto client = e.clients.find(r->second);
   if (message.msg_type().ends_with("_reply")) e.requests.erase(r);
   if (client == e.clients.end()) return;
-  std::shared_ptr<api::WebSocket> socket = client->second;
-  Deliver(*socket, name, message);
+  const Client to = client->second;
+  Deliver(to, FrameForClient(name, message, to.protocol), message);
 }
 
 void Relay::OnKernelReady(const std::string& id) {
@@ -142,12 +177,13 @@ void Relay::OnKernelReady(const std::string& id) {
   auto waiting = std::move(it->second.waiting);
   it->second.waiting.clear();
   it->second.waiting_bytes = 0;
-  for (auto& [client, text] : waiting) FromClient(id, client, text);
+  for (auto& p : waiting) FromClient(id, p.client, std::move(p.bytes), p.binary);
 }
 
 void Relay::OnKernelEnded(const std::string& id) {
   auto it = kernels_.find(id);
   if (it == kernels_.end() || it->second.restarting) return;
+  it->second.last_activity = jupyter::IsoNow();
   Status(id, "dead");
 }
 
@@ -165,56 +201,36 @@ void Relay::OnKernelReset(const std::string& id, Channel channel, const std::str
   auto it = kernels_.find(id);
   if (it == kernels_.end()) return;
   auto clients = it->second.clients;
-  for (auto& [n, socket] : clients) Refuse(*socket, json::object(), why);
+  for (auto& [n, client] : clients) Refuse(client, json::object(), why);
 }
 
-void Relay::Deliver(api::WebSocket& socket, const std::string& channel, const jupyter::Message& m) {
-  json out = {
-      {"channel", channel},     {"header", m.header},      {"parent_header", m.parent_header},
-      {"metadata", m.metadata}, {"content", m.content},    {"buffers", json::array()},
-      {"msg_id", m.msg_id()},   {"msg_type", m.msg_type()}};
-  std::string text = sys::JsonText(out);
-  if (text.size() > max_message_) {
-    return Refuse(socket, m.parent_header,
-                  "a " + m.msg_type() + " message of " + std::to_string(text.size()) +
+void Relay::Deliver(const Client& client, ClientFrame frame, const jupyter::Message& m) {
+  if (frame.bytes.size() > max_message_) {
+    return Refuse(client, m.parent_header,
+                  "a " + m.msg_type() + " message of " + std::to_string(frame.bytes.size()) +
                       " bytes is over the limit of " + std::to_string(max_message_) +
                       " bytes (--max-message-size); it was not sent");
   }
-  if (!m.buffers.empty()) {
-    api::Log("warning", "buffers_not_relayed",
-             {{"msg_type", m.msg_type()}, {"buffers", m.buffers.size()}});
-  }
-  socket.Send(std::move(text));
+  Send(*client.socket, std::move(frame));
 }
 
-void Relay::Refuse(api::WebSocket& socket, const json& parent, const std::string& why) {
-  json header = Header("error");
-  json out = {{"channel", "iopub"},
-              {"header", header},
-              {"parent_header", parent.is_object() ? parent : json::object()},
-              {"metadata", json::object()},
-              {"content", {{"ename", "CordonRelayError"}, {"evalue", why}, {"traceback", {why}}}},
-              {"buffers", json::array()},
-              {"msg_id", header["msg_id"]},
-              {"msg_type", "error"}};
-  socket.Send(sys::JsonText(out));
+void Relay::Refuse(const Client& client, const json& parent, const std::string& why) {
+  jupyter::Message m =
+      Made("error", parent, {{"ename", "CordonRelayError"}, {"evalue", why}, {"traceback", {why}}});
+  Send(*client.socket, FrameForClient("iopub", m, client.protocol));
 }
 
 void Relay::Status(const std::string& id, const std::string& state) {
   auto it = kernels_.find(id);
   if (it == kernels_.end()) return;
-  json header = Header("status");
-  json out = {{"channel", "iopub"},
-              {"header", header},
-              {"parent_header", json::object()},
-              {"metadata", json::object()},
-              {"content", {{"execution_state", state}}},
-              {"buffers", json::array()},
-              {"msg_id", header["msg_id"]},
-              {"msg_type", "status"}};
-  std::string text = sys::JsonText(out);
+  const jupyter::Message m = Made("status", json::object(), {{"execution_state", state}});
+  std::array<std::optional<ClientFrame>, 2> frames;
   auto clients = it->second.clients;
-  for (auto& [n, socket] : clients) socket->Send(text);
+  for (auto& [n, client] : clients) {
+    auto& frame = frames[client.protocol == Protocol::kV1 ? 1 : 0];
+    if (!frame) frame = FrameForClient("iopub", m, client.protocol);
+    Send(*client.socket, *frame);
+  }
 }
 
 }  // namespace cordon::gateway

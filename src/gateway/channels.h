@@ -1,13 +1,16 @@
 // GET /api/kernels/{id}/channels: the WebSocket relay between clients and a
-// kernel, as Jupyter servers speak it. Each text frame is one JSON message
-// {"channel", "header", "parent_header", "metadata", "content", "buffers"};
-// from clients, a missing channel means shell, and buffers, metadata and
-// header.date may be missing. Messages to clients also carry top-level
-// "msg_id" and "msg_type". Every client of a kernel sees its iopub stream;
-// replies on shell, control and stdin go to the client whose request they
-// answer. Nothing is rate-limited or dropped: a message over the size limit
-// is refused, and the client gets an `error` message saying so (with the
-// refused message's parent), never a cut one.
+// kernel, as Jupyter servers speak it, in either protocol
+// (client_message.h): JSON text frames and their binary form for messages
+// with buffers, or `v1.kernel.websocket.jupyter.org` when the client offers
+// it. Buffers go both ways. Messages to clients also carry top-level
+// "msg_id" and "msg_type" (default protocol). Every client of a kernel sees
+// its iopub stream; replies on shell, control and stdin (input_request
+// too) go to the client whose request they answer. What the daemon says
+// itself (a `status` of `restarting` or `dead`, an `error` of the relay) is
+// a whole Jupyter message, framed like the kernel's. Nothing is
+// rate-limited or dropped: a message over the size limit is refused, and
+// the client gets an `error` message saying so (with the refused message's
+// parent), never a cut one.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "api/http.h"
+#include "gateway/client_message.h"
 #include "session/kernel.h"
 #include "session/sessions.h"
 
@@ -36,6 +40,9 @@ class Relay final : public session::KernelListener {
   void Touch(const std::string& id);
   // A restart begins: clients get `status: restarting`, not `dead`.
   void Restarting(const std::string& id);
+  // The restart is over: the kernel is ready again, or it failed (then its
+  // clients get `status: dead`).
+  void Restarted(const std::string& id, bool ok);
   // The kernel was deleted: its clients are disconnected.
   void Forget(const std::string& id);
   // The daemon stops: every client is disconnected.
@@ -51,21 +58,32 @@ class Relay final : public session::KernelListener {
                      const std::string& why) override;
 
  private:
+  struct Client {
+    std::shared_ptr<api::WebSocket> socket;
+    Protocol protocol = Protocol::kDefault;  // agreed at its handshake
+  };
+  struct Pending {  // a client's frame, held while the kernel starts
+    uint64_t client = 0;
+    std::string bytes;
+    bool binary = false;
+  };
   struct Entry {
-    std::map<uint64_t, std::shared_ptr<api::WebSocket>> clients;
+    std::map<uint64_t, Client> clients;
     std::map<std::string, uint64_t> requests;  // msg_id -> client that sent it
     // Sent while the kernel was starting (or restarting): relayed once it
     // is ready, in order.
-    std::vector<std::pair<uint64_t, std::string>> waiting;
+    std::vector<Pending> waiting;
     size_t waiting_bytes = 0;  // of `waiting`: bounded (kMaxWaitingBytes)
     std::string last_activity;
     bool restarting = false;
   };
-  void FromClient(const std::string& id, uint64_t client, const std::string& text);
-  // Sends `message` to one client, or refuses it there when it is too large.
-  void Deliver(api::WebSocket& socket, const std::string& channel, const jupyter::Message& message);
+  void FromClient(const std::string& id, uint64_t client, std::string bytes, bool binary);
+  // Sends a framed message to one client, or refuses it there when it is
+  // too large (`m` is the message, for the refusal).
+  void Deliver(const Client& client, ClientFrame frame, const jupyter::Message& m);
+  // A message the daemon makes up, to every client of `id`.
   void Status(const std::string& id, const std::string& state);
-  void Refuse(api::WebSocket& socket, const nlohmann::json& parent, const std::string& why);
+  void Refuse(const Client& client, const nlohmann::json& parent, const std::string& why);
 
   uint64_t max_message_;
   session::Sessions* sessions_ = nullptr;

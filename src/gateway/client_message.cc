@@ -1,6 +1,10 @@
 #include "gateway/client_message.h"
 
 #include <optional>
+#include <utility>
+#include <vector>
+
+#include "sys/json_text.h"
 
 namespace cordon::gateway {
 namespace {
@@ -20,13 +24,10 @@ std::unexpected<ClientRefusal> Refusal(json parent, std::string why) {
   return std::unexpected(ClientRefusal{std::move(parent), std::move(why)});
 }
 
-}  // namespace
-
-std::expected<ClientMessage, ClientRefusal> ParseClientMessage(const std::string& text) {
-  json in = json::parse(text, nullptr, false);
-  if (in.is_discarded() || !in.is_object()) {
-    return Refusal(json::object(), "the message is not a JSON object");
-  }
+// The rules every frame's message is held to, once it is a JSON object
+// (`in`) and its buffers; `in`'s "buffers" is not looked at.
+std::expected<ClientMessage, ClientRefusal> FromObject(json in,
+                                                       std::vector<std::string_view> buffers) {
   json header = in.contains("header") ? in["header"] : json();
   if (!header.is_object() || !header.contains("msg_type") || !header["msg_type"].is_string()) {
     return Refusal(json::object(), "header: must be an object with a msg_type");
@@ -42,9 +43,6 @@ std::expected<ClientMessage, ClientRefusal> ParseClientMessage(const std::string
   if (!channel || *channel == Channel::kIopub) {
     return Refusal(header, "channel: \"" + channel_name + "\" is not shell, control or stdin");
   }
-  if (in.contains("buffers") && in["buffers"].is_array() && !in["buffers"].empty()) {
-    return Refusal(header, "buffers: binary buffers are not relayed over text frames; send none");
-  }
   ClientMessage out;
   out.channel = *channel;
   jupyter::Message& m = out.message;
@@ -55,14 +53,92 @@ std::expected<ClientMessage, ClientRefusal> ParseClientMessage(const std::string
   if (!header.contains("session")) header["session"] = "";
   if (!header.contains("username")) header["username"] = "";
   if (!header.contains("version")) header["version"] = "5.3";
-  m.header = header;
+  m.header = std::move(header);
   auto object_or_empty = [&](const char* key) {
-    return in.contains(key) && in[key].is_object() ? in[key] : json::object();
+    return in.contains(key) && in[key].is_object() ? std::move(in[key]) : json::object();
   };
   m.parent_header = object_or_empty("parent_header");
   m.metadata = object_or_empty("metadata");
   m.content = object_or_empty("content");
+  m.buffers.reserve(buffers.size());
+  for (std::string_view b : buffers) m.buffers.emplace_back(b);
   return out;
+}
+
+std::expected<ClientMessage, ClientRefusal> ParseBinaryJson(std::string_view bytes) {
+  auto frame = jupyter::DecodeBinaryJson(bytes);
+  if (!frame) return Refusal(json::object(), "binary frame: " + frame.error());
+  json in = json::parse(frame->json, nullptr, false);
+  if (in.is_discarded() || !in.is_object()) {
+    return Refusal(json::object(), "binary frame: its first part is not a JSON object");
+  }
+  return FromObject(std::move(in), std::move(frame->buffers));
+}
+
+std::expected<ClientMessage, ClientRefusal> ParseV1(std::string_view bytes) {
+  auto frame = jupyter::DecodeV1(bytes);
+  if (!frame)
+    return Refusal(json::object(), "v1.kernel.websocket.jupyter.org frame: " + frame.error());
+  static constexpr const char* kNames[] = {"header", "parent_header", "metadata", "content"};
+  json in = json::object();
+  in["channel"] = std::string(frame->channel);
+  for (size_t i = 0; i < 4; ++i) {
+    json part = json::parse(frame->parts[i], nullptr, false);
+    if (part.is_discarded()) {
+      // The header, once it is known, is the error's parent.
+      json parent = i > 0 && in["header"].is_object() ? in["header"] : json::object();
+      return Refusal(std::move(parent), std::string(kNames[i]) + ": not valid JSON (part " +
+                                            std::to_string(i + 1) + " of the v1 frame)");
+    }
+    in[kNames[i]] = std::move(part);
+  }
+  return FromObject(std::move(in), std::move(frame->buffers));
+}
+
+}  // namespace
+
+Protocol ProtocolOf(std::string_view subprotocol) {
+  return subprotocol == jupyter::kWsProtocolV1 ? Protocol::kV1 : Protocol::kDefault;
+}
+
+std::expected<ClientMessage, ClientRefusal> ParseClientMessage(const std::string& text) {
+  json in = json::parse(text, nullptr, false);
+  if (in.is_discarded() || !in.is_object()) {
+    return Refusal(json::object(), "the message is not a JSON object");
+  }
+  if (in.contains("buffers") && in["buffers"].is_array() && !in["buffers"].empty()) {
+    json header = in.contains("header") && in["header"].is_object() &&
+                          in["header"].contains("msg_type") && in["header"]["msg_type"].is_string()
+                      ? in["header"]
+                      : json::object();
+    return Refusal(std::move(header),
+                   "buffers: a text frame cannot carry binary buffers; send a message with "
+                   "buffers as a binary frame (the binary form of the default protocol, or "
+                   "v1.kernel.websocket.jupyter.org)");
+  }
+  return FromObject(std::move(in), {});
+}
+
+std::expected<ClientMessage, ClientRefusal> ParseClientFrame(std::string_view bytes, bool binary,
+                                                             Protocol protocol) {
+  if (!binary) return ParseClientMessage(std::string(bytes));
+  return protocol == Protocol::kV1 ? ParseV1(bytes) : ParseBinaryJson(bytes);
+}
+
+ClientFrame FrameForClient(std::string_view channel, const jupyter::Message& m, Protocol protocol) {
+  if (protocol == Protocol::kV1) {
+    const std::string header = sys::JsonText(m.header), parent = sys::JsonText(m.parent_header),
+                      metadata = sys::JsonText(m.metadata), content = sys::JsonText(m.content);
+    return {jupyter::EncodeV1(channel, {header, parent, metadata, content}, m.buffers), true};
+  }
+  json out = {{"channel", channel},      {"header", m.header},   {"parent_header", m.parent_header},
+              {"metadata", m.metadata},  {"content", m.content}, {"msg_id", m.msg_id()},
+              {"msg_type", m.msg_type()}};
+  if (m.buffers.empty()) {
+    out["buffers"] = json::array();
+    return {sys::JsonText(out), false};
+  }
+  return {jupyter::EncodeBinaryJson(sys::JsonText(out), m.buffers), true};
 }
 
 }  // namespace cordon::gateway

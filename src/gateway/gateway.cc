@@ -10,6 +10,8 @@
 
 #include "api/url.h"
 #include "gateway/channels.h"
+#include "gateway/jupyter_errors.h"
+#include "gateway/sessions_api.h"
 #include "jupyter/kernel_client.h"
 #include "jupyter/wire.h"
 #include "session/kernel.h"
@@ -27,29 +29,6 @@ using api::Exchange;
 using api::Request;
 using nlohmann::json;
 namespace http = api::http;
-
-constexpr const char* kSpecName = "python3";
-
-ApiError JupyterError(int status, std::string message, std::string reason = "") {
-  ApiError e{status, "", std::move(message), "", nullptr};
-  e.style = ApiError::Style::kJupyter;
-  if (!reason.empty()) e.detail = {{"reason", reason}};
-  return e;
-}
-
-ApiError FromSession(const session::Error& error) {
-  ApiError e = api::FromSession(error);
-  e.style = ApiError::Style::kJupyter;
-  e.detail = nullptr;
-  if (error.kind == session::Error::Kind::kOverCapacity) {
-    e.status = 403;
-    e.detail = {{"reason", "Resource Limit"}};
-  }
-  if (!error.field.empty() && error.message.find(error.field) != 0) {
-    e.message = error.field + ": " + error.message;
-  }
-  return e;
-}
 
 json KernelSpec() {
   return {{"name", kSpecName},
@@ -93,6 +72,7 @@ class Gateway final : public api::Extension {
     context.listener = &relay_;
     runtime_root_ = context.runtime_root;
     services.python = session::MakeKernelFactory(context);
+    sessions_api_ = std::make_unique<SessionsApi>(services.store, options_.max_kernels);
   }
   // After the sessions (the daemon destroys them first): no kernel is left
   // to use its directory.
@@ -104,6 +84,15 @@ class Gateway final : public api::Extension {
   void Attach(session::Sessions& sessions) override {
     sessions_ = &sessions;
     relay_.Attach(sessions);
+    // /api/sessions binds paths to the kernels of this API (sessions_api.h).
+    KernelHooks hooks;
+    hooks.model = [this](const std::string& id) -> std::optional<json> {
+      auto view = sessions_->Get(id);
+      return view ? Model(*view) : std::nullopt;
+    };
+    hooks.touch = [this](const std::string& id) { relay_.Touch(id); };
+    hooks.forget = [this](const std::string& id) { relay_.Forget(id); };
+    sessions_api_->Attach(sessions, std::move(hooks));
   }
 
   void Stop() override { relay_.CloseAll(); }
@@ -124,6 +113,7 @@ class Gateway final : public api::Extension {
     auto is = [&](std::initializer_list<const char*> want) {
       return api::SegmentsMatch(seg, want);
     };
+    if (SessionsApi::Owns(seg)) return sessions_api_->Handle(request, seg, ex), true;
     if (is({"api"})) {
       if (method != http::verb::get) return not_allowed("GET"), true;
       ex->RespondJson(200, {{"version", CORDON_VERSION}, {"server", "cordon"}});
@@ -193,7 +183,8 @@ class Gateway final : public api::Extension {
       if (is({"api", "kernels", "*", "restart"})) {
         if (method != http::verb::post) return not_allowed("POST"), true;
         relay_.Restarting(id);
-        sessions_->Restart(id, [this, ex](session::Outcome<json> r) {
+        sessions_->Restart(id, [this, id, ex](session::Outcome<json> r) {
+          relay_.Restarted(id, r.has_value());
           if (!r) return ex->RespondError(FromSession(r.error()));
           ex->RespondJson(200, Model(*r).value_or(json::object()));
         });
@@ -209,10 +200,13 @@ class Gateway final : public api::Extension {
           ex->RespondError(JupyterError(404, "Kernel is dead: " + id));
           return true;
         }
+        // v1.kernel.websocket.jupyter.org when the client offers it (as
+        // jupyter_server prefers it), else the default protocol.
         ex->UpgradeWebSocket(options_.max_message_bytes,
                              [this, id](std::shared_ptr<api::WebSocket> socket) {
                                relay_.Connect(id, std::move(socket));
-                             });
+                             },
+                             {std::string(jupyter::kWsProtocolV1)});
         return true;
       }
     }
@@ -315,6 +309,7 @@ class Gateway final : public api::Extension {
   jupyter::ZmqContext zmq_;
   Relay relay_;
   session::Sessions* sessions_ = nullptr;
+  std::unique_ptr<SessionsApi> sessions_api_;  // /api/sessions; set in the constructor
 };
 
 }  // namespace

@@ -14,6 +14,14 @@
 //   POST   /api/kernels/{id}/interrupt   204
 //   POST   /api/kernels/{id}/restart     200, model
 //   GET    /api/kernels/{id}/channels    WebSocket (channels.h)
+//   GET    /api/sessions                 [session...]
+//   POST   /api/sessions {"path", "type", "name"?, "kernel"?}  201, Location
+//   GET    /api/sessions/{id}            session
+//   PATCH  /api/sessions/{id}            session (rename, or another kernel)
+//   DELETE /api/sessions/{id}            204, its kernel shut down
+//
+// Sessions (sessions_api.h) bind paths to these kernels and are kept in the
+// store: {"id", "path", "name", "type", "kernel": model}.
 //
 // A model is {"id", "name", "last_activity", "execution_state",
 // "connections"}; errors are {"reason", "message"} with the Kernel

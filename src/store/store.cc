@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Each entry moves the schema one version up; never edit a released one.
-constexpr std::array<std::string_view, 2> kMigrations = {
+constexpr std::array<std::string_view, 3> kMigrations = {
     R"sql(
 CREATE TABLE grants (
   id TEXT PRIMARY KEY,
@@ -58,6 +58,22 @@ CREATE TABLE sessions (
   created_at_ms INTEGER NOT NULL,
   updated_at_ms INTEGER NOT NULL
 );
+)sql",
+    // 3: Jupyter sessions, paths bound to kernels (/api/sessions, issue 14).
+    // kernel_id names a sessions row but is not a foreign key: a kernel's
+    // row outlives it (closed), and a session whose kernel is gone is
+    // dropped by the gateway when it next looks, as jupyter-server does.
+    R"sql(
+CREATE TABLE jupyter_sessions (
+  id TEXT PRIMARY KEY,
+  path TEXT NOT NULL,
+  name TEXT NOT NULL,
+  type TEXT NOT NULL,
+  kernel_id TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL
+);
+CREATE INDEX jupyter_sessions_by_path ON jupyter_sessions (path);
 )sql",
 };
 
@@ -311,6 +327,55 @@ sys::Result<std::vector<SessionRecord>> Store::ListSessions() {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+sys::Result<void> Store::PutJupyterSession(const JupyterSessionRecord& r) {
+  CORDON_ASSIGN_OR_RETURN(
+      Statement s,
+      // An upsert, not INSERT OR REPLACE: the row keeps its rowid (the
+      // listing's order) when it changes.
+      db_.Prepare("INSERT INTO jupyter_sessions (id, path, name, type, kernel_id, "
+                  "created_at_ms, updated_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+                  "ON CONFLICT (id) DO UPDATE SET path = ?2, name = ?3, type = ?4, "
+                  "kernel_id = ?5, updated_at_ms = ?7"));
+  s.Bind(1, r.id)
+      .Bind(2, r.path)
+      .Bind(3, r.name)
+      .Bind(4, r.type)
+      .Bind(5, r.kernel_id)
+      .Bind(6, r.created_at_ms)
+      .Bind(7, r.updated_at_ms);
+  return s.Run();
+}
+
+sys::Result<std::vector<JupyterSessionRecord>> Store::ListJupyterSessions() {
+  // Creation order (rowid breaks ties within a millisecond), as jupyter-server
+  // lists its sessions.
+  CORDON_ASSIGN_OR_RETURN(
+      Statement s,
+      db_.Prepare("SELECT id, path, name, type, kernel_id, created_at_ms, "
+                  "updated_at_ms FROM jupyter_sessions ORDER BY created_at_ms, rowid"));
+  std::vector<JupyterSessionRecord> out;
+  while (true) {
+    CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    JupyterSessionRecord r;
+    r.id = s.Text(0);
+    r.path = s.Text(1);
+    r.name = s.Text(2);
+    r.type = s.Text(3);
+    r.kernel_id = s.Text(4);
+    r.created_at_ms = s.Int(5);
+    r.updated_at_ms = s.Int(6);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+sys::Result<void> Store::DeleteJupyterSession(const std::string& id) {
+  CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM jupyter_sessions WHERE id = ?1"));
+  s.Bind(1, id);
+  return s.Run();
 }
 
 }  // namespace cordon::store

@@ -51,6 +51,19 @@ struct SessionRecord {
   int64_t updated_at_ms = 0;
 };
 
+// A Jupyter session (/api/sessions, src/gateway/sessions_api.h): a path bound
+// to a kernel, which is a python SessionRecord's id. Nothing here checks that
+// the kernel exists; the gateway drops a row whose kernel is gone.
+struct JupyterSessionRecord {
+  std::string id;         // a UUID
+  std::string path;       // the client's path (a notebook's, or any unique name)
+  std::string name;       // "" when the client gave none
+  std::string type;       // "notebook", "console", "file", ...
+  std::string kernel_id;  // a python session's id
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
 class Store final {
  public:
   // Opens or creates `<state_dir>/cordon.db` and applies pending migrations.
@@ -71,6 +84,12 @@ class Store final {
   // Inserts or replaces the session's row (its latest generation).
   sys::Result<void> PutSession(const SessionRecord& session);
   sys::Result<std::vector<SessionRecord>> ListSessions();
+
+  // Jupyter sessions: inserted or replaced by id; listed oldest first;
+  // deleting an id that has no row is not an error.
+  sys::Result<void> PutJupyterSession(const JupyterSessionRecord& session);
+  sys::Result<std::vector<JupyterSessionRecord>> ListJupyterSessions();
+  sys::Result<void> DeleteJupyterSession(const std::string& id);
 
   int schema_version() const { return schema_version_; }
   const std::string& path() const { return path_; }

@@ -26,7 +26,7 @@ TEST(StoreTest, GrantsGoFromActiveToReleasedAndSurviveReopening) {
   {
     auto store = Store::Open(dir / "state");
     ASSERT_TRUE(store) << store.error().message();
-    EXPECT_EQ(store->schema_version(), 2);
+    EXPECT_EQ(store->schema_version(), 3);
     ASSERT_TRUE(store->InsertGrant(Sample("g1")));
     ASSERT_TRUE(store->InsertGrant(Sample("g2")));
     proc::Identity id{1234, 1, 99, "boot"};
@@ -148,13 +148,95 @@ TEST(StoreTest, MigratesAVersionOneDatabase) {
   {
     auto db = Database::Open(dir / "state/cordon.db");
     ASSERT_TRUE(db);
-    ASSERT_TRUE(db->Exec("DROP TABLE sessions; PRAGMA user_version = 1;"));
+    // A version-1 database has neither of the later tables.
+    ASSERT_TRUE(
+        db->Exec("DROP TABLE sessions; DROP TABLE jupyter_sessions; PRAGMA user_version = 1;"));
   }
   auto store = Store::Open(dir / "state");
   ASSERT_TRUE(store) << store.error().message();
-  EXPECT_EQ(store->schema_version(), 2);
+  EXPECT_EQ(store->schema_version(), 3);
   EXPECT_TRUE(store->GetGrant("old").value());
   EXPECT_TRUE(store->ListSessions());
+  EXPECT_TRUE(store->ListJupyterSessions());
+}
+
+JupyterSessionRecord Jupyter(const std::string& id, const std::string& path) {
+  JupyterSessionRecord r;
+  r.id = id;
+  r.path = path;
+  r.name = path + ".name";
+  r.type = "notebook";
+  r.kernel_id = "k-" + id;
+  r.created_at_ms = NowMs();
+  r.updated_at_ms = r.created_at_ms;
+  return r;
+}
+
+TEST(StoreTest, JupyterSessionsAreKeptInCreationOrderAndSurviveReopening) {
+  testing::TempDir dir;
+  {
+    auto store = Store::Open(dir / "state");
+    ASSERT_TRUE(store);
+    // Same millisecond on purpose: the order is the insertion order.
+    JupyterSessionRecord b = Jupyter("b", "two.ipynb");
+    JupyterSessionRecord a = Jupyter("a", "one.ipynb");
+    a.created_at_ms = b.created_at_ms;
+    ASSERT_TRUE(store->PutJupyterSession(b));
+    ASSERT_TRUE(store->PutJupyterSession(a));
+    // A change (rename, another kernel) keeps the row's place and creation time.
+    b.path = "renamed.ipynb";
+    b.kernel_id = "k-new";
+    b.updated_at_ms = b.created_at_ms + 5;
+    ASSERT_TRUE(store->PutJupyterSession(b));
+  }
+  auto store = Store::Open(dir / "state");
+  ASSERT_TRUE(store);
+  auto all = store->ListJupyterSessions();
+  ASSERT_TRUE(all) << all.error().message();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, "b");
+  EXPECT_EQ((*all)[0].path, "renamed.ipynb");
+  EXPECT_EQ((*all)[0].name, "two.ipynb.name");
+  EXPECT_EQ((*all)[0].type, "notebook");
+  EXPECT_EQ((*all)[0].kernel_id, "k-new");
+  EXPECT_EQ((*all)[0].updated_at_ms, (*all)[0].created_at_ms + 5);
+  EXPECT_EQ((*all)[1].id, "a");
+  EXPECT_EQ((*all)[1].kernel_id, "k-a");
+
+  ASSERT_TRUE(store->DeleteJupyterSession("b"));
+  ASSERT_TRUE(store->DeleteJupyterSession("b")) << "deleting a missing id is not an error";
+  all = store->ListJupyterSessions();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].id, "a");
+}
+
+// A database of the second schema (cordon before issue 14) gains the Jupyter
+// sessions table and keeps its grants and sessions.
+TEST(StoreTest, MigratesAVersionTwoDatabase) {
+  testing::TempDir dir;
+  {
+    auto store = Store::Open(dir / "state");
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->InsertGrant(Sample("old")));
+    SessionRecord r;
+    r.id = "kernel";
+    r.kind = "python";
+    r.workspace = "/w/kernel";
+    ASSERT_TRUE(store->PutSession(r));
+  }
+  {
+    auto db = Database::Open(dir / "state/cordon.db");
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->Exec("DROP TABLE jupyter_sessions; PRAGMA user_version = 2;"));
+  }
+  auto store = Store::Open(dir / "state");
+  ASSERT_TRUE(store) << store.error().message();
+  EXPECT_EQ(store->schema_version(), 3);
+  EXPECT_TRUE(store->GetGrant("old").value());
+  ASSERT_EQ(store->ListSessions().value().size(), 1u);
+  EXPECT_TRUE(store->ListJupyterSessions().value().empty());
+  EXPECT_TRUE(store->PutJupyterSession(Jupyter("new", "x.ipynb")));
 }
 
 }  // namespace

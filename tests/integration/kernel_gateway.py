@@ -264,27 +264,36 @@ def _listening_ports(pid):
 
 
 class JupyterServer:
-    """Debian's jupyter-server on 127.0.0.1, a port of its own choosing
-    (--port=0), read back from its listening socket; runtime and data
-    directories private to this instance."""
+    """Debian's jupyter-server (or, with module="notebook", notebook 6) on
+    127.0.0.1, a port of its own choosing (--port=0), read back from its
+    listening socket; runtime and data directories private to this
+    instance. With `gateway` (a Gateway), it runs in gateway mode: its own
+    /api/sessions and websockets are what its front end uses, its kernels
+    are the gateway's. `client` is a Gateway client of it."""
 
-    def __init__(self, workdir, token=None):
+    APPS = {"jupyter_server": ("ServerApp", "root_dir"), "notebook": ("NotebookApp", "notebook_dir")}
+
+    def __init__(self, workdir, token=None, module="jupyter_server", gateway=None):
+        app, root = self.APPS[module]
+        self.module = module
         self.token = token or secrets.token_hex(16)
         self.workdir = str(workdir)
         os.makedirs(self.workdir, exist_ok=True)
-        self.log_path = os.path.join(self.workdir, "jupyter-server.log")
+        self.log_path = os.path.join(self.workdir, f"{module}.log")
         self.log = open(self.log_path, "ab")
         env = dict(os.environ)
         env.update(JUPYTER_RUNTIME_DIR=os.path.join(self.workdir, "runtime"),
                    JUPYTER_DATA_DIR=os.path.join(self.workdir, "data"),
                    JUPYTER_CONFIG_DIR=os.path.join(self.workdir, "config"),
                    IPYTHONDIR=os.path.join(self.workdir, "ipython"))
-        self.proc = subprocess.Popen(
-            ["/usr/bin/python3", "-m", "jupyter_server", f"--ServerApp.token={self.token}",
-             "--ServerApp.port=0", "--ServerApp.ip=127.0.0.1", "--no-browser",
-             "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.workdir}"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
-            cwd=self.workdir)
+        argv = ["/usr/bin/python3", "-m", module, f"--{app}.token={self.token}",
+                f"--{app}.port=0", f"--{app}.ip=127.0.0.1", "--no-browser",
+                f"--{app}.allow_root=True", f"--{app}.{root}={self.workdir}"]
+        if gateway is not None:
+            argv += [f"--GatewayClient.url={gateway.url}",
+                     f"--GatewayClient.auth_token={gateway.token}"]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=self.log, env=env, cwd=self.workdir)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             ports = _listening_ports(self.proc.pid)
@@ -292,14 +301,15 @@ class JupyterServer:
                 self.url = f"http://127.0.0.1:{min(ports)}"
                 try:
                     if requests.get(self.url + "/api", timeout=5).status_code == 200:
+                        self.client = Gateway(self.url, self.token)
                         return
                 except requests.ConnectionError:
                     pass
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter-server exited at start; see {self.log_path}")
+                raise RuntimeError(f"{module} exited at start; see {self.log_path}")
             time.sleep(0.05)
         self.stop()
-        raise TimeoutError(f"jupyter-server did not start; see {self.log_path}")
+        raise TimeoutError(f"{module} did not start; see {self.log_path}")
 
     @property
     def pid(self):

@@ -797,3 +797,429 @@ def test_v1_python_sessions_exec_budget_and_timeout_ladder(cordon):
         assert r["results"][0]["data"]["text/plain"] == "False"
     finally:
         client.request("DELETE", "/v1/sessions/gw-py")
+
+
+# --- both websocket protocols, buffers, channels, several connections (issue 14)
+
+import struct  # noqa: E402  (the binary framings below)
+
+V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
+
+# A comm target that sends every comm_msg back on iopub, its data under
+# "echo" and its buffers as they came (ipykernel hands them over as
+# memoryviews).
+ECHO_TARGET = (
+    "def _cordon_echo(comm, open_msg):\n"
+    "    @comm.on_msg\n"
+    "    def _echo(msg):\n"
+    "        comm.send(data={'echo': msg['content']['data']},\n"
+    "                  buffers=[bytes(b) for b in msg.get('buffers') or []])\n"
+    "get_ipython().kernel.comm_manager.register_target('cordon_echo', _cordon_echo)\n")
+
+
+def ws_header(msg_type, session):
+    return {"msg_id": uuid.uuid4().hex, "username": "test", "session": session,
+            "msg_type": msg_type, "version": "5.3",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}
+
+
+def ws_message(channel, msg_type, content, session, buffers=()):
+    return {"channel": channel, "header": ws_header(msg_type, session), "parent_header": {},
+            "metadata": {}, "content": content, "buffers": list(buffers)}
+
+
+# The framings, written here from jupyter_server's serialize_binary_message
+# and serialize_msg_to_ws_v1 (not from cordon's code).
+def encode_binary(msg):
+    msg = dict(msg)
+    buffers = [bytes(b) for b in msg.pop("buffers", [])]
+    parts = [json.dumps(msg).encode()] + buffers
+    offsets = [4 * (len(parts) + 1)]
+    for p in parts[:-1]:
+        offsets.append(offsets[-1] + len(p))
+    return struct.pack("!%dI" % (len(parts) + 1), len(parts), *offsets) + b"".join(parts)
+
+
+def decode_binary(frame):
+    (n,) = struct.unpack("!I", frame[:4])
+    offsets = list(struct.unpack("!%dI" % n, frame[4:4 * (n + 1)])) + [len(frame)]
+    parts = [frame[offsets[i]:offsets[i + 1]] for i in range(n)]
+    msg = json.loads(parts[0])
+    assert "buffers" not in msg, "the binary form's JSON part carries no buffers key"
+    msg["buffers"] = parts[1:]
+    return msg
+
+
+def encode_v1(msg):
+    parts = [json.dumps(msg[k]).encode()
+             for k in ("header", "parent_header", "metadata", "content")]
+    parts += [bytes(b) for b in msg.get("buffers", [])]
+    channel = msg["channel"].encode()
+    offsets = [8 * (1 + 1 + len(parts) + 1), 8 * (1 + 1 + len(parts) + 1) + len(channel)]
+    for p in parts:
+        offsets.append(offsets[-1] + len(p))
+    return (len(offsets).to_bytes(8, "little") +
+            b"".join(o.to_bytes(8, "little") for o in offsets) + channel + b"".join(parts))
+
+
+def decode_v1(frame):
+    n = int.from_bytes(frame[:8], "little")
+    offsets = [int.from_bytes(frame[8 * (i + 1):8 * (i + 2)], "little") for i in range(n)]
+    assert offsets[-1] == len(frame), (offsets, len(frame))
+    parts = [frame[offsets[i]:offsets[i + 1]] for i in range(n - 1)]
+    msg = {"channel": parts[0].decode()}
+    for key, part in zip(("header", "parent_header", "metadata", "content"), parts[1:5]):
+        msg[key] = json.loads(part)
+    msg["buffers"] = parts[5:]
+    return msg
+
+
+class Raw:
+    """One websocket to a kernel, in one protocol, reading whole messages."""
+
+    def __init__(self, gw, kernel_id, v1=False, session_id=None):
+        self.gw = gw
+        self.session = session_id or uuid.uuid4().hex
+        kwargs = {"subprotocols": [V1_PROTOCOL]} if v1 else {}
+        self.ws = websocket.create_connection(
+            gw.channels_url(kernel_id, session_id=self.session),
+            header=[f"Authorization: token {gw.token}"], timeout=gw.timeout, **kwargs)
+        self.protocol = self.ws.getsubprotocol()
+        self.frames = []  # (opcode, message) of every frame read
+
+    def send(self, msg, binary=None):
+        if self.protocol == V1_PROTOCOL:
+            self.ws.send_binary(encode_v1(msg))
+        elif binary or (binary is None and msg.get("buffers")):
+            self.ws.send_binary(encode_binary(msg))
+        else:
+            self.ws.send(json.dumps(msg))
+        return msg["header"]["msg_id"]
+
+    def recv(self, timeout):
+        self.ws.settimeout(timeout)
+        opcode, data = self.ws.recv_data()
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            raise websocket.WebSocketConnectionClosedException("the server closed the websocket")
+        if self.protocol == V1_PROTOCOL:
+            assert opcode == websocket.ABNF.OPCODE_BINARY, "v1 frames are binary"
+            msg = decode_v1(data)
+        elif opcode == websocket.ABNF.OPCODE_BINARY:
+            msg = decode_binary(data)
+        else:
+            msg = json.loads(data)
+            msg["buffers"] = msg.get("buffers") or []
+        self.frames.append((opcode, msg))
+        return msg
+
+    def until(self, predicate, timeout=60, what="a message"):
+        """Messages read until one satisfies `predicate`; returns it."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ExecutionTimeout(f"{what}: not within {timeout}s; seen "
+                                       f"{[(m['channel'], m['header']['msg_type']) for m in seen]}")
+            try:
+                msg = self.recv(left)
+            except websocket.WebSocketTimeoutException:
+                continue
+            seen.append(msg)
+            if predicate(msg):
+                return msg
+
+    def execute(self, code, timeout=60, allow_stdin=False):
+        """Executes `code`; returns (reply, the iopub messages of it)."""
+        msg = ws_message("shell", "execute_request",
+                         {"code": code, "silent": False, "store_history": True,
+                          "user_expressions": {}, "allow_stdin": allow_stdin,
+                          "stop_on_error": True}, self.session)
+        msg_id = self.send(msg)
+        reply, iopub, idle = None, [], False
+        deadline = time.monotonic() + timeout
+        while reply is None or not idle:
+            m = self.until(lambda m: m["parent_header"].get("msg_id") == msg_id,
+                           max(0.1, deadline - time.monotonic()), f"execute {code!r}")
+            if m["channel"] == "shell" and m["header"]["msg_type"] == "execute_reply":
+                reply = m["content"]
+            elif m["channel"] == "iopub":
+                iopub.append(m)
+                idle |= (m["header"]["msg_type"] == "status" and
+                         m["content"]["execution_state"] == "idle")
+        return reply, iopub
+
+    def close(self):
+        self.ws.close()
+
+
+def assert_whole(msg):
+    """Every field a Jupyter client validates, as @jupyterlab/services does."""
+    for key in ("msg_id", "msg_type", "session", "username", "date", "version"):
+        assert isinstance(msg["header"].get(key), str), (key, msg)
+    for key in ("parent_header", "metadata", "content"):
+        assert isinstance(msg.get(key), dict), (key, msg)
+    assert msg["channel"] in ("shell", "control", "stdin", "iopub"), msg
+
+
+def comm_echo(raw, buffers, timeout=60):
+    """A comm to ECHO_TARGET, one comm_msg with `buffers`; returns the echo."""
+    reply, _ = raw.execute(ECHO_TARGET)
+    assert reply["status"] == "ok", reply
+    comm_id = uuid.uuid4().hex
+    raw.send(ws_message("shell", "comm_open",
+                        {"comm_id": comm_id, "target_name": "cordon_echo", "data": {}},
+                        raw.session))
+    msg_id = raw.send(ws_message("shell", "comm_msg",
+                                 {"comm_id": comm_id, "data": {"n": len(buffers)}},
+                                 raw.session, buffers))
+    echo = raw.until(lambda m: m["header"]["msg_type"] == "comm_msg" and
+                     m["parent_header"].get("msg_id") == msg_id, timeout, "the comm's echo")
+    raw.send(ws_message("shell", "comm_close", {"comm_id": comm_id, "data": {}}, raw.session))
+    return echo
+
+
+BUFFERS = [bytes(range(256)) * 4, b"", b"\x00" * 100000]
+
+
+def test_buffers_go_both_ways_in_the_binary_form_of_the_default_protocol(target, kernel):
+    raw = Raw(kernel.gw, kernel.id)
+    try:
+        assert raw.protocol is None
+        echo = comm_echo(raw, BUFFERS)
+        assert echo["channel"] == "iopub"
+        assert echo["content"]["data"] == {"echo": {"n": 3}}
+        assert [bytes(b) for b in echo["buffers"]] == BUFFERS
+        # That message came as a binary frame; those without buffers as text.
+        opcodes = {m["header"]["msg_id"]: op for op, m in raw.frames}
+        assert opcodes[echo["header"]["msg_id"]] == websocket.ABNF.OPCODE_BINARY
+        assert websocket.ABNF.OPCODE_TEXT in opcodes.values()
+        # A binary frame without buffers is a message too.
+        msg = ws_message("shell", "kernel_info_request", {}, raw.session)
+        msg_id = raw.send(msg, binary=True)
+        info = raw.until(lambda m: m["parent_header"].get("msg_id") == msg_id and
+                         m["channel"] == "shell", 60, "kernel_info_reply")
+        assert info["header"]["msg_type"] == "kernel_info_reply"
+    finally:
+        raw.close()
+
+
+def test_the_v1_subprotocol_is_agreed_and_frames_every_message(target, kernel):
+    raw = Raw(kernel.gw, kernel.id, v1=True)
+    try:
+        if raw.protocol is None and not target.is_cordon:
+            pytest.skip("this jupyter-server does not speak v1.kernel.websocket.jupyter.org")
+        assert raw.protocol == V1_PROTOCOL
+        reply, iopub = raw.execute("print('over v1')\n6 * 7")
+        assert reply["status"] == "ok"
+        kinds = [m["header"]["msg_type"] for m in iopub]
+        assert "stream" in kinds and "execute_result" in kinds
+        result = next(m for m in iopub if m["header"]["msg_type"] == "execute_result")
+        assert result["content"]["data"]["text/plain"] == "42"
+        assert all(op == websocket.ABNF.OPCODE_BINARY for op, _ in raw.frames)
+        echo = comm_echo(raw, BUFFERS)
+        assert [bytes(b) for b in echo["buffers"]] == BUFFERS
+        assert echo["content"]["data"] == {"echo": {"n": 3}}
+    finally:
+        raw.close()
+    # Without an offer, the same kernel speaks the default protocol.
+    plain = Raw(kernel.gw, kernel.id)
+    try:
+        assert plain.protocol is None
+        reply, _ = plain.execute("1 + 1")
+        assert reply["status"] == "ok"
+        assert all(op == websocket.ABNF.OPCODE_TEXT for op, _ in plain.frames)
+    finally:
+        plain.close()
+
+
+def test_input_over_stdin_in_both_protocols(target, kernel):
+    for v1 in (False, True):
+        raw = Raw(kernel.gw, kernel.id, v1=v1)
+        try:
+            if v1 and raw.protocol is None and not target.is_cordon:
+                continue  # a jupyter-server without v1
+            msg = ws_message("shell", "execute_request",
+                             {"code": "name = input('who? ')\nprint('hello', name)",
+                              "silent": False, "store_history": True, "user_expressions": {},
+                              "allow_stdin": True, "stop_on_error": True}, raw.session)
+            msg_id = raw.send(msg)
+            request = raw.until(lambda m: m["header"]["msg_type"] == "input_request", 60,
+                                "input_request")
+            assert request["channel"] == "stdin"
+            assert request["parent_header"]["msg_id"] == msg_id
+            assert request["content"]["prompt"] == "who? "
+            answer = ws_message("stdin", "input_reply", {"value": f"cordon-{int(v1)}"},
+                                raw.session)
+            answer["parent_header"] = request["header"]
+            raw.send(answer)
+            out = raw.until(lambda m: m["header"]["msg_type"] == "stream" and
+                            m["parent_header"].get("msg_id") == msg_id, 60, "the greeting")
+            assert out["content"]["text"].startswith(f"hello cordon-{int(v1)}")
+            raw.until(lambda m: m["header"]["msg_type"] == "execute_reply" and
+                      m["parent_header"].get("msg_id") == msg_id, 60, "execute_reply")
+        finally:
+            raw.close()
+
+
+def test_interrupt_request_on_control_is_relayed_and_answered(target, kernel):
+    raw = Raw(kernel.gw, kernel.id)
+    try:
+        msg = ws_message("shell", "execute_request",
+                         {"code": "import time\nprint('spinning', flush=True)\ntime.sleep(100)",
+                          "silent": False, "store_history": False, "user_expressions": {},
+                          "allow_stdin": False, "stop_on_error": True}, raw.session)
+        msg_id = raw.send(msg)
+        raw.until(lambda m: m["header"]["msg_type"] == "stream" and
+                  m["parent_header"].get("msg_id") == msg_id, 60, "the execution to start")
+        interrupt_id = raw.send(ws_message("control", "interrupt_request", {}, raw.session))
+        reply = raw.until(lambda m: m["parent_header"].get("msg_id") == interrupt_id and
+                          m["channel"] != "iopub", 60, "interrupt_reply")
+        assert reply["channel"] == "control"
+        assert reply["header"]["msg_type"] == "interrupt_reply"
+        done = raw.until(lambda m: m["header"]["msg_type"] == "execute_reply" and
+                         m["parent_header"].get("msg_id") == msg_id, 60, "execute_reply")
+        assert done["content"]["status"] == "error"
+        assert done["content"]["ename"] == "KeyboardInterrupt"
+    finally:
+        raw.close()
+
+
+def test_two_connections_replies_to_the_requester_iopub_to_both(target, kernel):
+    gw = kernel.gw
+    a = Raw(gw, kernel.id)
+    b = Raw(gw, kernel.id, v1=target.is_cordon)  # one in each protocol, where both exist
+    try:
+        assert wait_for(lambda: gw.kernel(kernel.id).json()["connections"] == 2), \
+            gw.kernel(kernel.id).json()
+        before = gw.kernel(kernel.id).json()["last_activity"]
+        time.sleep(0.01)  # last_activity has microseconds; let the clock move
+        reply, iopub = a.execute("print('for both')")
+        assert reply["status"] == "ok"
+        msg_id = iopub[0]["parent_header"]["msg_id"]
+        # b sent nothing: it sees a's iopub, and none of a's replies.
+        b.until(lambda m: m["header"]["msg_type"] == "stream" and
+                m["parent_header"].get("msg_id") == msg_id, 60, "a's output on b")
+        b.until(lambda m: m["header"]["msg_type"] == "status" and
+                m["parent_header"].get("msg_id") == msg_id and
+                m["content"]["execution_state"] == "idle", 60, "a's idle on b")
+        b_reply, _ = b.execute("1 + 1")
+        assert b_reply["status"] == "ok"
+        assert not [m for _, m in b.frames
+                    if m["channel"] == "shell" and m["parent_header"].get("msg_id") == msg_id]
+        assert not [m for _, m in a.frames if m["channel"] == "shell" and
+                    m["parent_header"].get("msg_id") != msg_id]
+        assert gw.kernel(kernel.id).json()["last_activity"] > before
+    finally:
+        a.close()
+        b.close()
+    assert wait_for(lambda: gw.kernel(kernel.id).json()["connections"] == 0), \
+        gw.kernel(kernel.id).json()
+
+
+def test_restart_and_death_reach_every_connection_as_whole_status_messages(cordon):
+    k = Kernel(cordon)
+    gw = k.gw
+    a, b = Raw(gw, k.id), Raw(gw, k.id, v1=True)
+    try:
+        a.execute("kept = 1")
+        assert gw.restart(k.id).status_code == 200
+        for raw in (a, b):
+            status = raw.until(lambda m: m["header"]["msg_type"] == "status" and
+                               m["content"]["execution_state"] == "restarting", 60,
+                               "status: restarting")
+            assert_whole(status)
+            assert status["channel"] == "iopub"
+        reply, iopub = b.execute("'kept' in dir()")
+        assert reply["status"] == "ok"
+        assert [m["content"]["data"]["text/plain"] for m in iopub
+                if m["header"]["msg_type"] == "execute_result"] == ["False"]
+        # The kernel dies on its own: dead in the model, on both.
+        a.send(ws_message("shell", "execute_request",
+                          {"code": "import os\nos._exit(3)", "silent": False,
+                           "store_history": False, "user_expressions": {},
+                           "allow_stdin": False, "stop_on_error": True}, a.session))
+        for raw in (a, b):
+            status = raw.until(lambda m: m["header"]["msg_type"] == "status" and
+                               m["content"]["execution_state"] == "dead", 60, "status: dead")
+            assert_whole(status)
+        assert gw.kernel(k.id).json()["execution_state"] == "dead"
+    finally:
+        a.close()
+        b.close()
+        k.delete()
+
+
+def test_what_the_relay_refuses_is_a_whole_error_message(cordon):
+    k = Kernel(cordon)
+    raw, v1raw = Raw(k.gw, k.id), Raw(k.gw, k.id, v1=True)
+    try:
+        # A channel the client cannot send on.
+        bad = ws_message("iopub", "execute_request", {"code": "1"}, raw.session)
+        raw.send(bad)
+        error = raw.until(lambda m: m["header"]["msg_type"] == "error", 30, "the refusal")
+        assert_whole(error)
+        assert error["content"]["ename"] == "CordonRelayError"
+        assert "channel" in error["content"]["evalue"]
+        assert error["parent_header"]["msg_id"] == bad["header"]["msg_id"]
+        # Buffers in a text frame.
+        raw.ws.send(json.dumps(ws_message("shell", "comm_msg", {"comm_id": "x", "data": {}},
+                                          raw.session, ["AAAA"])))
+        error = raw.until(lambda m: m["header"]["msg_type"] == "error", 30, "the refusal")
+        assert "binary frame" in error["content"]["evalue"]
+        # Binary frames whose offsets do not fit them, in each protocol.
+        raw.ws.send_binary(struct.pack("!3I", 2, 12, 1000) + b"{}")
+        error = raw.until(lambda m: m["header"]["msg_type"] == "error", 30, "the refusal")
+        assert_whole(error)
+        assert "offsets" in error["content"]["evalue"], error["content"]
+        v1raw.ws.send_binary((3).to_bytes(8, "little") + b"\0" * 24)
+        error = v1raw.until(lambda m: m["header"]["msg_type"] == "error", 30, "the refusal")
+        assert_whole(error)
+        assert "offset" in error["content"]["evalue"], error["content"]
+        # Both connections still work.
+        assert raw.execute("1 + 1")[0]["status"] == "ok"
+        assert v1raw.execute("1 + 1")[0]["status"] == "ok"
+    finally:
+        raw.close()
+        v1raw.close()
+        k.delete()
+
+
+def test_buffers_are_bounded_by_the_max_message_size(tmp_path):
+    """--max-message-size bounds a message with its buffers, both ways: the
+    kernel's echo over it is refused whole (an `error` in its place); a
+    client's frame over it closes the connection (1009)."""
+    root = GW_CGROUP_ROOT + "-size"
+    d = start_cordon(tmp_path / "state", "--max-message-size", "1M", cgroup_root=root)
+    try:
+        gw = Gateway(d.url, d.token)
+        kid = gw.create_kernel()["id"]
+        gw.wait_ready(kid)
+        for v1 in (False, True):
+            raw = Raw(gw, kid, v1=v1)
+            try:
+                # Under the limit: relayed whole.
+                echo = comm_echo(raw, [b"u" * (512 << 10)])
+                assert [bytes(b) for b in echo["buffers"]] == [b"u" * (512 << 10)]
+                # The kernel sends more than the limit: refused, with its parent.
+                reply, iopub = raw.execute(
+                    "from ipykernel.comm import Comm\n"
+                    "c = Comm(target_name='nowhere', data={})\n"
+                    "c.send(data={}, buffers=[b'o' * (3 << 20)])")
+                errors = [m for m in iopub if m["header"]["msg_type"] == "error"]
+                assert any("--max-message-size" in m["content"]["evalue"] for m in errors), \
+                    [m["header"]["msg_type"] for m in iopub]
+                # The client sends more than the limit: the connection ends
+                # (the daemon may close it while the frame is still being
+                # sent: a broken pipe then).
+                with pytest.raises((websocket.WebSocketConnectionClosedException,
+                                    ConnectionError)):
+                    raw.send(ws_message("shell", "comm_msg", {"comm_id": "x", "data": {}},
+                                        raw.session, [b"i" * (2 << 20)]))
+                    raw.until(lambda m: False, 30, "the close")
+            finally:
+                raw.close()
+        assert gw.wait_ready(kid).text == "2"
+        assert gw.delete(kid).status_code == 204
+    finally:
+        stop_cordon(d)

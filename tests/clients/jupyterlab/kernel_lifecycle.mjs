@@ -18,41 +18,21 @@
 //   NODE_PATH=build/clients/jupyterlab/node_modules CORDON_BINARY=build/cordon \
 //     node tests/clients/jupyterlab/kernel_lifecycle.mjs
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
+import {
+  cgroupMounts, Daemon, loadPinned, removeCgroupRoot, SANITIZER_MARKS,
+} from '../support.mjs';
+
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-// Every wait is bounded by this; generous, since the daemon may be an
-// AddressSanitizer build (2-3x slower).
-const TIMEOUT_MS = Number(process.env.CORDON_CLIENT_TIMEOUT_MS || 60000);
-const SANITIZER_MARKS = ['ERROR: AddressSanitizer', 'runtime error:', 'ERROR: LeakSanitizer',
-  'double free', 'Sanitizer'];
 
 // --- the client library, from the build directory ---------------------------
 
 function loadModules() {
-  const wanted = JSON.parse(fs.readFileSync(path.join(HERE, 'package.json'), 'utf8')).dependencies;
-  const dir = (process.env.NODE_PATH || '').split(path.delimiter).find(Boolean);
-  const hint = 'run `make jsclients` (it installs tests/clients/jupyterlab/package-lock.json ' +
-    'into build/clients/jupyterlab/node_modules) and point NODE_PATH there';
-  if (!dir) throw new Error(`NODE_PATH is not set: ${hint}`);
-  const require = createRequire(path.join(path.resolve(dir), 'cordon-client-test.cjs'));
-  for (const [name, version] of Object.entries(wanted)) {
-    let found;
-    try {
-      found = require(`${name}/package.json`).version;
-    } catch {
-      throw new Error(`${name} is not installed in ${dir}: ${hint}`);
-    }
-    if (found !== version) {
-      throw new Error(`${name} ${found} is installed in ${dir}, package.json pins ${version}: ${hint}`);
-    }
-  }
+  const require = loadPinned(HERE);
   return { services: require('@jupyterlab/services'), WebSocket: require('ws') };
 }
 
@@ -79,17 +59,6 @@ function assertNothingUncaught() {
 }
 
 // --- the daemon ---------------------------------------------------------------
-
-function cgroupMounts() {
-  const mounts = [];
-  for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const [left, right] = line.split(' - ');
-    if (right && ['cgroup', 'cgroup2'].includes(right.split(' ')[0])) {
-      mounts.push(left.split(' ')[4]);
-    }
-  }
-  return mounts;
-}
 
 function alive(pid) {
   try {
@@ -126,153 +95,12 @@ function pidsInCgroupTree(root) {
   return [...pids].filter(alive);
 }
 
-// Removes the test's cgroup trees, leaves first; a group whose last task is
-// still being reaped refuses rmdir (EBUSY) for a moment, so this retries.
-// Returns what is still there.
-async function removeCgroupRoot(root, withinMs = 5000) {
-  const removeTree = (dir) => {
-    let entries;
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) if (e.isDirectory()) removeTree(path.join(dir, e.name));
-    try {
-      fs.rmdirSync(dir);
-    } catch { /* busy or not empty: retried */ }
-  };
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const left = [];
-    for (const mount of cgroupMounts()) {
-      removeTree(mount + root);
-      if (fs.existsSync(mount + root)) left.push(mount + root);
-    }
-    if (left.length === 0 || Date.now() >= deadline) return left;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-class Daemon {
-  constructor() {
-    this.binary = process.env.CORDON_BINARY || 'build/cordon';
-    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-jupyterlab-'));
-    this.stateDir = path.join(this.dir, 'state');
-    this.logPath = path.join(this.dir, 'daemon.log');
-    this.cgroupRoot = `/cordon-test-jupyterlab-${process.pid}`;
-    this.exit = null;  // {code, signal} once it exited
-    this.stopping = false;
-  }
-
-  async start() {
-    assert.ok(fs.existsSync(this.binary), `CORDON_BINARY ${this.binary} does not exist`);
-    const log = fs.openSync(this.logPath, 'a');
-    this.proc = spawn(this.binary, ['serve', '--state-dir', this.stateDir,
-      '--listen', '127.0.0.1:0', '--cgroup-root', this.cgroupRoot],
-    { stdio: ['ignore', 'ignore', log] });
-    fs.closeSync(log);
-    this.exited = new Promise((resolve) => {
-      this.proc.on('exit', (code, signal) => {
-        this.exit = { code, signal };
-        resolve(this.exit);
-      });
-    });
-    // serve.json is written once the daemon answers (after recovery).
-    const serve = path.join(this.stateDir, 'serve.json');
-    await poll(() => {
-      if (this.exit) throw new Error(`the daemon exited at start ${this.describeExit()}`);
-      try {
-        const info = JSON.parse(fs.readFileSync(serve, 'utf8'));
-        if (info.pid !== this.proc.pid) return false;
-        this.url = info.urls[0];
-        this.token = fs.readFileSync(info.token_file, 'utf8').split('\n')[0].trim();
-        return true;
-      } catch {
-        return false;
-      }
-    }, 'serve.json from the daemon');
-  }
-
-  describeExit() {
-    if (!this.exit) return '(running)';
-    const how = this.exit.signal ? `killed by ${this.exit.signal}` : `exit status ${this.exit.code}`;
-    return `(${how}); its log ${this.logPath} ends:\n${this.logTail()}`;
-  }
-
-  logTail(lines = 40) {
-    try {
-      return fs.readFileSync(this.logPath, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-
-  assertAlive() {
-    assert.equal(this.exit, null, `the daemon died during the test ${this.describeExit()}`);
-  }
-
-  // After a daemon that died or had to be killed: its kernels are torn down
-  // by `cordon reap` on its state directory (as a restart would).
-  reap() {
-    return new Promise((resolve) => {
-      const reaper = spawn(this.binary, ['reap', '--state-dir', this.stateDir], { stdio: 'inherit' });
-      const timer = setTimeout(() => reaper.kill('SIGKILL'), TIMEOUT_MS);
-      reaper.on('exit', () => { clearTimeout(timer); resolve(); });
-    });
-  }
-
-  // SIGTERM to the daemon we started (by its pid), then its exit status.
-  async stop() {
-    this.stopping = true;
-    if (!this.exit) this.proc.kill('SIGTERM');
-    let timer;
-    const timeout = new Promise((resolve) => { timer = setTimeout(resolve, TIMEOUT_MS, null); });
-    const status = await Promise.race([this.exited, timeout]);
-    clearTimeout(timer);
-    if (!status) {
-      this.proc.kill('SIGKILL');
-      await this.exited;
-      await this.reap();
-      throw new Error(`the daemon did not exit within ${TIMEOUT_MS} ms of SIGTERM; ` +
-        `its log ${this.logPath} ends:\n${this.logTail()}`);
-    }
-    return status;
-  }
-}
-
-const daemon = new Daemon();
+const daemon = new Daemon('jupyterlab');
 
 // --- waiting, always with a deadline ------------------------------------------
 
-// `promise`, or a rejection naming `what` after TIMEOUT_MS, or as soon as the
-// daemon dies.
-function within(promise, what, ms = TIMEOUT_MS) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms} ms`)), ms);
-  });
-  const died = daemon.exited.then((exit) => {
-    if (!daemon.stopping) throw new Error(`${what}: the daemon died ${daemon.describeExit()}`);
-    return new Promise(() => {});
-  });
-  return Promise.race([promise, timeout, died]).finally(() => clearTimeout(timer));
-}
-
-// Polls `condition` (every 20 ms) until it returns true, within TIMEOUT_MS.
-function poll(condition, what) {
-  return within(new Promise((resolve, reject) => {
-    const check = async () => {
-      try {
-        if (await condition()) return resolve();
-      } catch (error) {
-        return reject(error);
-      }
-      setTimeout(check, 20);
-    };
-    check();
-  }), what);
-}
+const within = (promise, what, ms) => daemon.within(promise, what, ms);
+const poll = (condition, what) => daemon.poll(condition, what);
 
 function waitForStatus(kernel, status, what) {
   if (kernel.status === status) return Promise.resolve();

@@ -1,0 +1,600 @@
+#include "mcp/tools.h"
+
+#include <openssl/evp.h>
+
+#include <map>
+#include <utility>
+
+#include "api/requests.h"
+#include "mcp/output.h"
+#include "session/files.h"
+#include "sys/json_text.h"
+
+namespace cordon::mcp {
+namespace {
+
+using nlohmann::json;
+
+// An argument's name in the HTTP API's body, and in a tool's arguments:
+// the API's messages name the first, the agent knows only the second.
+using Renames = std::vector<std::pair<std::string, std::string>>;
+
+// The message of an error of the API, naming its field in the tool's terms.
+std::string Describe(const api::ApiError& e, const Renames& renames = {}) {
+  std::string message = e.message;
+  if (!e.field.empty() && !message.starts_with(e.field + ":")) {
+    message = e.field + ": " + message;
+  }
+  for (const auto& [from, to] : renames) {
+    if (message.starts_with(from + ":") || message.starts_with(from + ".")) {
+      message = to + message.substr(from.size());
+      break;
+    }
+  }
+  return message;
+}
+
+std::string Describe(const session::Error& e) { return Describe(api::FromSession(e)); }
+
+// The arguments are an object of the names in `known` (what the schema's
+// additionalProperties: false says; clients need not check it).
+std::optional<std::string> Unknown(const json& args, const std::vector<std::string>& known) {
+  for (const auto& [key, value] : args.items()) {
+    bool found = false;
+    for (const auto& k : known) found |= k == key;
+    if (found) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    return key + ": unknown argument (known: " + (list.empty() ? "none" : list) + ")";
+  }
+  return std::nullopt;
+}
+
+// A session tool's `id`.
+std::optional<std::string> SessionId(const json& args, std::string& id) {
+  if (!args.contains("id") || !args["id"].is_string() || args["id"].get<std::string>().empty()) {
+    return "id: is required: the session's id (from session_create or session_list)";
+  }
+  id = args["id"].get<std::string>();
+  return std::nullopt;
+}
+
+std::string Base64Encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()),
+                          static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::optional<std::string> Base64Decode(const std::string& text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out(text.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()),
+                          static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding as decoded zero bytes.
+  size_t pad = text.ends_with("==") ? 2 : text.ends_with("=") ? 1 : 0;
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and what is past U+10FFFF are not UTF-8.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// What the sandbox calls the session's workspace: /workspace inside a
+// sandbox's own mount namespace, the host path without one.
+std::string SandboxWorkspace(const json& view) {
+  const json& spec = view.value("spec", json::object());
+  const json& iso = spec.is_object() ? spec.value("isolation", json::object()) : json::object();
+  if (iso.is_object() && iso.value("level", "") == "none") return view.value("workspace", "");
+  return "/workspace";
+}
+
+json SessionBrief(const json& view) {
+  return {{"id", view.value("id", "")},
+          {"kind", view.value("kind", "")},
+          {"state", view.value("state", "")},
+          {"workspace", SandboxWorkspace(view)}};
+}
+
+json Schema(const char* text) { return json::parse(text); }
+
+// --- The tools. ---
+
+void Run(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"command", "argv", "stdin", "timeout_ms", "env", "isolation",
+                                    "network", "limits"})) {
+    return done(ToolError(*unknown));
+  }
+  // The body of POST /v1/runs.
+  json body = {{"owner", "mcp"}};
+  Renames renames = {{"shell", "command"}};
+  if (args.contains("command")) body["shell"] = args["command"];
+  for (const char* same : {"argv", "stdin", "env", "limits", "isolation"}) {
+    if (args.contains(same)) body[same] = args[same];
+  }
+  if (args.contains("timeout_ms")) {
+    if (!body.contains("limits")) body["limits"] = json::object();
+    // A limits that is not an object is refused by ParseRun, naming it.
+    if (body["limits"].is_object()) {
+      body["limits"]["timeout_ms"] = args["timeout_ms"];
+      renames.push_back({"limits.timeout_ms", "timeout_ms"});
+    }
+  }
+  if (args.contains("network")) {
+    json& iso = body["isolation"];
+    if (iso.is_null()) iso = json::object();
+    if (iso.is_string()) iso = {{"level", iso}};
+    if (iso.is_object()) {
+      iso["network"] = args["network"];
+      renames.push_back({"isolation.network", "network"});
+    }
+  }
+  if (!args.contains("command") && !args.contains("argv")) {
+    return done(ToolError("command: give command (a shell command line) or argv"));
+  }
+  auto spec = api::ParseRun(body);
+  if (!spec) return done(ToolError(Describe(spec.error(), renames)));
+  const uint64_t limit = engine.output_limit;
+  engine.runs.Submit(
+      std::move(*spec), "mcp",
+      [done, limit, renames](std::expected<run::RunResult, api::ApiError> r) {
+        if (!r) return done(ToolError(Describe(r.error(), renames)));
+        if (r->outcome == run::Outcome::kSetupFailed) {
+          // The command never ran.
+          json e = run::ToJson(*r)["setup_error"];
+          std::string why = "the command could not start";
+          if (e.is_object()) {
+            why += ": " + e.value("step", std::string()) + ": " + e.value("errno", std::string()) +
+                   " (" + e.value("message", std::string()) + ")";
+            if (e["detail"].is_string()) why += ": " + e["detail"].get<std::string>();
+          }
+          return done(ToolError(why));
+        }
+        Bounded out = BoundOutput(std::move(r->out.data), limit, r->out.bytes, r->out.truncated);
+        Bounded err = BoundOutput(std::move(r->err.data), limit, r->err.bytes, r->err.truncated);
+        done(ToolOk({{"outcome", run::OutcomeName(r->outcome)},
+                     {"exit_code", r->exit_code ? json(*r->exit_code) : json()},
+                     {"signal", r->signal ? json(*r->signal) : json()},
+                     {"stdout", std::move(out.text)},
+                     {"stderr", std::move(err.text)},
+                     {"stdout_truncated", out.truncated},
+                     {"stderr_truncated", err.truncated},
+                     {"timed_out", r->timed_out},
+                     {"oom_killed", r->oom_killed},
+                     {"dead", r->release.dead},
+                     {"duration_ms", r->usage.wall_ms}}));
+      });
+}
+
+void SessionCreate(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"kind", "id", "env", "limits", "isolation", "ttl_s"})) {
+    return done(ToolError(*unknown));
+  }
+  auto create = api::ParseSession(args);
+  if (!create) return done(ToolError(Describe(create.error())));
+  engine.sessions.CreateSession(std::move(*create),
+                                [done](session::Outcome<session::Sessions::Created> r) {
+                                  if (!r) return done(ToolError(Describe(r.error())));
+                                  json brief = SessionBrief(r->session);
+                                  brief["created"] = r->created;
+                                  done(ToolOk(std::move(brief)));
+                                });
+}
+
+json ExecStructured(session::ExecResult& r, uint64_t limit, json& images) {
+  if (r.kernel) {
+    jupyter::ExecuteOutput& k = *r.kernel;
+    Bounded out = BoundOutput(std::move(k.stdout_text), limit);
+    Bounded err = BoundOutput(std::move(k.stderr_text), limit);
+    for (const auto& result : k.results) {
+      const json& data = result.is_object() ? result.value("data", json::object()) : json();
+      if (data.is_object() && data.contains("image/png") && data["image/png"].is_string()) {
+        // Jupyter's base64 may be wrapped in lines; MCP's is plain.
+        std::string png = data["image/png"].get<std::string>();
+        std::erase_if(png, [](char c) { return c == '\n' || c == '\r' || c == ' '; });
+        images.push_back({{"type", "image"}, {"data", std::move(png)}, {"mimeType", "image/png"}});
+      }
+    }
+    return {{"status", k.status.empty() ? "error" : k.status},
+            {"stdout", std::move(out.text)},
+            {"stderr", std::move(err.text)},
+            {"results", k.results},
+            {"error", k.error},
+            {"execution_count", k.execution_count ? json(*k.execution_count) : json()},
+            {"truncated", k.truncated || out.truncated || err.truncated},
+            {"timed_out", r.timed_out},
+            {"invalidated", r.invalidated},
+            {"oom_killed", r.oom_killed},
+            {"duration_ms", r.duration_ms}};
+  }
+  Bounded out = BoundOutput(std::move(r.out.data), limit, r.out.bytes, r.out.truncated);
+  Bounded err = BoundOutput(std::move(r.err.data), limit, r.err.bytes, r.err.truncated);
+  return {{"exit_code", r.exit_code ? json(*r.exit_code) : json()},
+          {"stdout", std::move(out.text)},
+          {"stderr", std::move(err.text)},
+          {"stdout_truncated", out.truncated},
+          {"stderr_truncated", err.truncated},
+          {"timed_out", r.timed_out},
+          {"invalidated", r.invalidated},
+          {"shell_restarted", r.shell_restarted},
+          {"oom_killed", r.oom_killed},
+          {"duration_ms", r.duration_ms}};
+}
+
+void SessionExec(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"id", "command", "code", "timeout_ms", "stdin"})) {
+    return done(ToolError(*unknown));
+  }
+  std::string id;
+  if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
+  json body = args;
+  body.erase("id");
+  auto call = api::ParseExec(body);
+  if (!call) return done(ToolError(Describe(call.error())));
+  const uint64_t limit = engine.output_limit;
+  engine.sessions.Exec(id, std::move(*call),
+                       [done, limit](session::Outcome<session::ExecResult> r) {
+                         if (!r) return done(ToolError(Describe(r.error())));
+                         json images = json::array();
+                         json result = ToolOk(ExecStructured(*r, limit, images));
+                         for (auto& image : images) result["content"].push_back(std::move(image));
+                         done(std::move(result));
+                       });
+}
+
+void SessionInterrupt(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"id"})) return done(ToolError(*unknown));
+  std::string id;
+  if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
+  auto interrupted = engine.sessions.Interrupt(id);
+  if (!interrupted) return done(ToolError(Describe(interrupted.error())));
+  auto view = engine.sessions.Get(id);
+  if (!view) return done(ToolError(Describe(view.error())));
+  json brief = SessionBrief(*view);
+  brief["interrupted"] = *interrupted;
+  done(ToolOk(std::move(brief)));
+}
+
+void SessionClose(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"id", "keep_workspace"})) return done(ToolError(*unknown));
+  std::string id;
+  if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
+  bool keep = false;
+  if (args.contains("keep_workspace")) {
+    if (!args["keep_workspace"].is_boolean()) {
+      return done(ToolError("keep_workspace: must be true or false"));
+    }
+    keep = args["keep_workspace"].get<bool>();
+  }
+  engine.sessions.Delete(id, keep, [done, id](session::Outcome<json> r) {
+    if (!r) return done(ToolError(Describe(r.error())));
+    json brief = r->is_object() && r->contains("id") ? SessionBrief(*r)
+                                                     : json{{"id", id}, {"state", "closed"}};
+    done(ToolOk(std::move(brief)));
+  });
+}
+
+void SessionList(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {})) return done(ToolError(*unknown));
+  json sessions = json::array();
+  for (const auto& view : engine.sessions.List()) sessions.push_back(SessionBrief(view));
+  done(ToolOk({{"sessions", std::move(sessions)}}));
+}
+
+void FileWrite(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"id", "path", "content", "content_base64"})) {
+    return done(ToolError(*unknown));
+  }
+  std::string id;
+  if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
+  if (!args.contains("path") || !args["path"].is_string()) {
+    return done(ToolError("path: is required: a path relative to the workspace"));
+  }
+  const bool text = args.contains("content"), b64 = args.contains("content_base64");
+  if (text == b64) return done(ToolError("content: give either content or content_base64"));
+  std::string bytes;
+  if (text) {
+    if (!args["content"].is_string()) return done(ToolError("content: must be a string"));
+    bytes = args["content"].get<std::string>();
+  } else {
+    auto decoded =
+        args["content_base64"].is_string() ? Base64Decode(args["content_base64"]) : std::nullopt;
+    if (!decoded) return done(ToolError("content_base64: is not valid base64"));
+    bytes = std::move(*decoded);
+  }
+  auto workspace = engine.sessions.Workspace(id);
+  if (!workspace) return done(ToolError(Describe(workspace.error())));
+  session::PutRequest put;
+  put.path = args["path"].get<std::string>();
+  put.max_bytes = engine.max_file_bytes;
+  auto info = session::PutFile(workspace->get(), put, bytes);
+  if (!info) return done(ToolError(Describe(info.error())));
+  done(ToolOk({{"path", put.path}, {"size", info->size}, {"sha256", info->sha256}}));
+}
+
+void FileRead(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"id", "path", "max_bytes"})) return done(ToolError(*unknown));
+  std::string id;
+  if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
+  if (!args.contains("path") || !args["path"].is_string()) {
+    return done(ToolError("path: is required: a path relative to the workspace"));
+  }
+  uint64_t max_bytes = engine.output_limit;
+  if (args.contains("max_bytes")) {
+    if (!args["max_bytes"].is_number_unsigned() || args["max_bytes"].get<uint64_t>() == 0) {
+      return done(ToolError("max_bytes: must be a positive integer"));
+    }
+    max_bytes = args["max_bytes"].get<uint64_t>();
+  }
+  auto workspace = engine.sessions.Workspace(id);
+  if (!workspace) return done(ToolError(Describe(workspace.error())));
+  const std::string path = args["path"].get<std::string>();
+  auto content = session::GetFile(workspace->get(), path, true, engine.max_file_bytes);
+  if (!content) return done(ToolError(Describe(content.error())));
+  std::string& body = content->body;
+  json structured = {
+      {"path", path}, {"size", content->info.size}, {"sha256", content->info.sha256}};
+  const bool utf8 = ValidUtf8(body);
+  size_t keep = utf8 ? Utf8Cut(body, max_bytes) : std::min<size_t>(body.size(), max_bytes);
+  structured["truncated"] = keep < body.size();
+  body.resize(keep);
+  if (utf8) {
+    structured["content"] = std::move(body);
+  } else {
+    structured["content_base64"] = Base64Encode(body);
+  }
+  done(ToolOk(std::move(structured)));
+}
+
+void FileList(Engine& engine, const json& args, ToolDone done) {
+  if (auto unknown = Unknown(args, {"id", "dir"})) return done(ToolError(*unknown));
+  std::string id;
+  if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
+  std::string dir;
+  if (args.contains("dir")) {
+    if (!args["dir"].is_string()) return done(ToolError("dir: must be a string"));
+    dir = args["dir"].get<std::string>();
+  }
+  auto workspace = engine.sessions.Workspace(id);
+  if (!workspace) return done(ToolError(Describe(workspace.error())));
+  auto listing = session::ListFiles(workspace->get(), dir);
+  if (!listing) return done(ToolError(Describe(listing.error())));
+  json entries = json::array();
+  for (const auto& e : *listing) {
+    entries.push_back({{"name", e.value("name", "")},
+                       {"type", e.value("type", "")},
+                       {"size", e.value("size", 0)}});
+  }
+  done(ToolOk({{"dir", dir.empty() ? "." : dir}, {"entries", std::move(entries)}}));
+}
+
+// --- The schemas. ---
+
+constexpr const char* kLimits =
+    R"({"type": "object", "description": "As POST /v1/runs takes them (docs/api.md): memory_bytes, pids, cpu, cpu_seconds, timeout_ms, grace_ms, output_limit_bytes, file_size_bytes, open_files, address_space_bytes, disk_bytes, disk_inodes. Unset: the daemon's defaults."})";
+constexpr const char* kEnv =
+    R"({"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables set for the command (NAME: value)."})";
+constexpr const char* kIsolation =
+    R"({"type": "string", "enum": ["none", "standard", "strict"], "description": "The sandbox: standard (default) or strict; none runs unsandboxed (still bounded by cgroups)."})";
+constexpr const char* kSessionId =
+    R"({"type": "string", "description": "The session's id (from session_create or session_list)."})";
+constexpr const char* kBrief =
+    R"({"type": "object", "properties": {"id": {"type": "string"}, "kind": {"type": "string"}, "state": {"type": "string"}, "workspace": {"type": "string"}}, "required": ["id", "state"]})";
+
+json Input(json properties, std::vector<std::string> required = {}) {
+  json schema = {
+      {"type", "object"}, {"properties", std::move(properties)}, {"additionalProperties", false}};
+  if (!required.empty()) schema["required"] = required;
+  return schema;
+}
+
+std::vector<Tool> MakeTools() {
+  std::vector<Tool> tools;
+  tools.push_back(Tool{
+      "run",
+      "Run one command in a fresh sandbox and return its outcome and output. A command that "
+      "ran is never an error, whatever its exit code: see outcome, exit_code, timed_out. "
+      "Each output stream is cut past the server's --mcp-output-limit.",
+      Input({{"command",
+              {{"type", "string"}, {"description", "A shell command line (run by /bin/sh -c)."}}},
+             {"argv",
+              {{"type", "array"},
+               {"items", {{"type", "string"}}},
+               {"description", "The program and its arguments, without a shell."}}},
+             {"stdin", {{"type", "string"}, {"description", "Bytes given on standard input."}}},
+             {"timeout_ms",
+              {{"type", "integer"}, {"minimum", 1}, {"description", "Wall-clock deadline."}}},
+             {"env", Schema(kEnv)},
+             {"isolation", Schema(kIsolation)},
+             {"network",
+              {{"type", "string"},
+               {"enum", {"none", "host"}},
+               {"description", "none (default): no network; host: the host's."}}},
+             {"limits", Schema(kLimits)}}),
+      Schema(R"({"type": "object", "properties": {
+        "outcome": {"type": "string", "description": "exited, signaled, timed_out, oom_killed, cancelled"},
+        "exit_code": {"type": ["integer", "null"]}, "signal": {"type": ["integer", "null"]},
+        "stdout": {"type": "string"}, "stderr": {"type": "string"},
+        "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"},
+        "timed_out": {"type": "boolean"}, "oom_killed": {"type": "boolean"},
+        "dead": {"type": "boolean", "description": "every process of the run was seen dead"},
+        "duration_ms": {"type": "integer"}},
+        "required": ["outcome", "exit_code", "signal", "stdout", "stderr", "stdout_truncated",
+                     "stderr_truncated", "timed_out", "dead", "duration_ms"]})"),
+      Run});
+  tools.push_back(Tool{
+      "session_create",
+      "Start a stateful session: a shell (kind shell) or a Python kernel (kind python), with a "
+      "workspace of its own that persists between calls.",
+      Input({{"kind", {{"type", "string"}, {"enum", {"shell", "python"}}}},
+             {"id",
+              {{"type", "string"},
+               {"description",
+                "Choose the id (default: generated); an id already live is "
+                "returned as it is."}}},
+             {"env", Schema(kEnv)},
+             {"limits", Schema(kLimits)},
+             {"isolation", Schema(kIsolation)},
+             {"ttl_s",
+              {{"type", "integer"},
+               {"minimum", 1},
+               {"description", "Idle time before it closes."}}}}),
+      [] {
+        json s = Schema(kBrief);
+        s["properties"]["created"] = {{"type", "boolean"}};
+        s["required"] = {"id", "kind", "state", "workspace"};
+        return s;
+      }(),
+      SessionCreate});
+  tools.push_back(Tool{
+      "session_exec",
+      "Run a command in a shell session (command), or code in a python session (code). A "
+      "command that ran is never an error: see exit_code (shell) or status and error (python).",
+      Input({{"id", Schema(kSessionId)},
+             {"command", {{"type", "string"}, {"description", "A shell session's command line."}}},
+             {"code", {{"type", "string"}, {"description", "A python session's code."}}},
+             {"timeout_ms", {{"type", "integer"}, {"minimum", 1}}},
+             {"stdin", {{"type", "string"}, {"description", "Shell sessions only."}}}},
+            {"id"}),
+      Schema(R"({"type": "object", "properties": {
+        "exit_code": {"type": ["integer", "null"]}, "status": {"type": "string"},
+        "stdout": {"type": "string"}, "stderr": {"type": "string"},
+        "stdout_truncated": {"type": "boolean"}, "stderr_truncated": {"type": "boolean"},
+        "results": {"type": "array", "description": "python: mime bundles of the results"},
+        "error": {"type": ["object", "null"], "description": "python: ename, evalue, traceback"},
+        "execution_count": {"type": ["integer", "null"]}, "truncated": {"type": "boolean"},
+        "timed_out": {"type": "boolean"}, "invalidated": {"type": "boolean"},
+        "shell_restarted": {"type": "boolean"}, "oom_killed": {"type": "boolean"},
+        "duration_ms": {"type": "integer"}},
+        "required": ["stdout", "stderr", "timed_out", "invalidated"]})"),
+      SessionExec});
+  tools.push_back(Tool{"session_interrupt",
+                       "Send SIGINT to what a session is running (a KeyboardInterrupt in python).",
+                       Input({{"id", Schema(kSessionId)}}, {"id"}),
+                       [] {
+                         json s = Schema(kBrief);
+                         s["properties"]["interrupted"] = {
+                             {"type", "boolean"},
+                             {"description", "false when nothing was running"}};
+                         return s;
+                       }(),
+                       SessionInterrupt});
+  tools.push_back(
+      Tool{"session_close",
+           "Tear a session down (verified) and remove its workspace, unless "
+           "keep_workspace.",
+           Input({{"id", Schema(kSessionId)}, {"keep_workspace", {{"type", "boolean"}}}}, {"id"}),
+           Schema(kBrief), SessionClose});
+  tools.push_back(Tool{"session_list", "The sessions this server holds.", Input(json::object()),
+                       [] {
+                         json s = {{"type", "object"},
+                                   {"properties", {{"sessions", {{"type", "array"}}}}},
+                                   {"required", {"sessions"}}};
+                         s["properties"]["sessions"]["items"] = Schema(kBrief);
+                         return s;
+                       }(),
+                       SessionList});
+  tools.push_back(
+      Tool{"file_write",
+           "Write a file into a session's workspace (whole, atomically): content as UTF-8 text, or "
+           "content_base64 for bytes.",
+           Input({{"id", Schema(kSessionId)},
+                  {"path", {{"type", "string"}, {"description", "Relative to the workspace."}}},
+                  {"content", {{"type", "string"}}},
+                  {"content_base64", {{"type", "string"}}}},
+                 {"id", "path"}),
+           Schema(R"({"type": "object", "properties": {"path": {"type": "string"},
+        "size": {"type": "integer"}, "sha256": {"type": "string"}},
+        "required": ["path", "size", "sha256"]})"),
+           FileWrite});
+  tools.push_back(
+      Tool{"file_read",
+           "Read a file of a session's workspace: content when it is UTF-8, else content_base64; "
+           "at most max_bytes (default: the server's --mcp-output-limit).",
+           Input({{"id", Schema(kSessionId)},
+                  {"path", {{"type", "string"}, {"description", "Relative to the workspace."}}},
+                  {"max_bytes", {{"type", "integer"}, {"minimum", 1}}}},
+                 {"id", "path"}),
+           Schema(R"({"type": "object", "properties": {"path": {"type": "string"},
+        "size": {"type": "integer"}, "sha256": {"type": "string"},
+        "content": {"type": "string"}, "content_base64": {"type": "string"},
+        "truncated": {"type": "boolean"}},
+        "required": ["path", "size", "sha256", "truncated"]})"),
+           FileRead});
+  tools.push_back(Tool{
+      "file_list", "List a directory of a session's workspace (default: the workspace itself).",
+      Input({{"id", Schema(kSessionId)},
+             {"dir", {{"type", "string"}, {"description", "Relative to the workspace."}}}},
+            {"id"}),
+      Schema(R"({"type": "object", "properties": {"dir": {"type": "string"},
+        "entries": {"type": "array", "items": {"type": "object", "properties": {
+          "name": {"type": "string"}, "type": {"type": "string"}, "size": {"type": "integer"}}}}},
+        "required": ["entries"]})"),
+      FileList});
+  return tools;
+}
+
+}  // namespace
+
+const std::vector<Tool>& Tools() {
+  static const std::vector<Tool> tools = MakeTools();
+  return tools;
+}
+
+const Tool* FindTool(std::string_view name) {
+  for (const auto& t : Tools()) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+json ToolList() {
+  json list = json::array();
+  for (const auto& t : Tools()) {
+    list.push_back({{"name", t.name},
+                    {"description", t.description},
+                    {"inputSchema", t.input_schema},
+                    {"outputSchema", t.output_schema}});
+  }
+  return list;
+}
+
+json ToolOk(json structured) {
+  std::string text = sys::JsonText(structured);
+  return {{"content", json::array({{{"type", "text"}, {"text", std::move(text)}}})},
+          {"structuredContent", std::move(structured)},
+          {"isError", false}};
+}
+
+json ToolError(const std::string& message) {
+  return {{"content", json::array({{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+}
+
+}  // namespace cordon::mcp

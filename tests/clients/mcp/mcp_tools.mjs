@@ -1,0 +1,402 @@
+// cordon's MCP server driven by the official TypeScript SDK client
+// (@modelcontextprotocol/sdk, pinned in package.json), over both
+// transports (issue 15): stdio (`cordon mcp`) and Streamable HTTP (/mcp of
+// `cordon serve`, with the token). Each covers initialize, tools/list and
+// every tool; a non-zero exit (isError false), a bad argument (isError
+// true, naming the field), an unknown tool (-32602) and the output bound.
+// Over HTTP also: no token (401 with WWW-Authenticate: Bearer), a foreign
+// Origin (403), the session header rules (400, 404) and GET (405).
+//
+// Each server has a state directory and a cgroup root of its own; only
+// the processes this test started are signalled, by pid. Both must exit 0
+// (every teardown verified).
+//
+//   ctest --test-dir build -R '^mcp$' --output-on-failure
+//   NODE_PATH=build/clients/mcp/node_modules CORDON_BINARY=build/cordon \
+//     node tests/clients/mcp/mcp_tools.mjs
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { loadPinned, removeCgroupRoot, SANITIZER_MARKS, TIMEOUT_MS } from '../support.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const BINARY = process.env.CORDON_BINARY || 'build/cordon';
+const OUTPUT_LIMIT = 4096;  // --mcp-output-limit 4K
+const TOOLS = ['run', 'session_create', 'session_exec', 'session_interrupt', 'session_close',
+  'session_list', 'file_write', 'file_read', 'file_list'];
+
+// --- the SDK, from the build directory -----------------------------------------
+
+function loadSdk() {
+  const require = loadPinned(HERE);
+  return {
+    ...require('@modelcontextprotocol/sdk/client/index.js'),
+    ...require('@modelcontextprotocol/sdk/client/stdio.js'),
+    ...require('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+    ...require('@modelcontextprotocol/sdk/types.js'),
+  };
+}
+
+let sdk;
+try {
+  sdk = loadSdk();
+} catch (error) {
+  console.error(`not run: ${error.message}`);
+  process.exit(1);
+}
+const { Client, StdioClientTransport, StreamableHTTPClientTransport, McpError } = sdk;
+
+// --- helpers ------------------------------------------------------------------
+
+async function poll(check, what, withinMs = TIMEOUT_MS) {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const got = await check();
+    if (got) return got;
+    if (Date.now() >= deadline) throw new Error(`timed out after ${withinMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+function withTimeout(promise, what) {
+  let timer;
+  return Promise.race([promise, new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
+  })]).finally(() => clearTimeout(timer));
+}
+
+const cleanups = [];
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+// --- what both transports must do ---------------------------------------------
+
+async function call(client, name, args = {}) {
+  return withTimeout(client.callTool({ name, arguments: args }), `tools/call ${name}`);
+}
+
+function text(result) {
+  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+}
+
+function ok(result, what) {
+  assert.equal(result.isError, false, `${what}: isError, with: ${text(result)}`);
+  assert.ok(result.structuredContent, `${what}: no structuredContent`);
+  // The text copy is the structured result's JSON.
+  assert.deepEqual(JSON.parse(result.content[0].text), result.structuredContent);
+  return result.structuredContent;
+}
+
+function failed(result, field, what) {
+  assert.equal(result.isError, true, `${what}: not isError: ${JSON.stringify(result)}`);
+  assert.equal(result.structuredContent, undefined, `${what}: an error carries no structuredContent`);
+  assert.match(text(result), new RegExp(field), `${what}: the message does not name ${field}`);
+}
+
+async function exerciseTools(client, label) {
+  const info = client.getServerVersion();
+  assert.equal(info.name, 'cordon');
+  const { tools } = await withTimeout(client.listTools(), 'tools/list');
+  assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOLS].sort());
+  for (const t of tools) {
+    assert.equal(t.inputSchema.type, 'object', `${t.name}: inputSchema`);
+    assert.equal(t.outputSchema.type, 'object', `${t.name}: outputSchema`);
+  }
+
+  // run: a command that ran, however it ended, is not an error.
+  let r = ok(await call(client, 'run', { command: 'echo hello; echo oops >&2' }), 'run');
+  assert.equal(r.exit_code, 0);
+  assert.equal(r.stdout, 'hello\n');
+  assert.equal(r.stderr, 'oops\n');
+  assert.equal(r.dead, true);
+  r = ok(await call(client, 'run', { command: 'exit 3' }), 'run exit 3');
+  assert.equal(r.exit_code, 3, `${label}: exit 3`);
+  assert.equal(r.outcome, 'exited');
+  r = ok(await call(client, 'run', { argv: ['/bin/sh', '-c', 'cat'], stdin: 'in' }), 'run argv');
+  assert.equal(r.stdout, 'in');
+  r = ok(await call(client, 'run', { command: 'sleep 30', timeout_ms: 300 }), 'run timeout');
+  assert.equal(r.timed_out, true);
+  assert.equal(r.dead, true);
+
+  // A bad argument: isError, naming the field.
+  failed(await call(client, 'run', { command: 'true', timeout_ms: 'soon' }), 'timeout_ms', 'timeout_ms');
+  failed(await call(client, 'run', { command: 'true', colour: 'red' }), 'colour', 'unknown argument');
+  failed(await call(client, 'run', { command: 'true', limits: { memory_bytes: -1 } }),
+    'memory_bytes', 'a limit the engine refuses');
+  failed(await call(client, 'run', { command: 'true', network: 'sideways' }), 'network', 'network');
+
+  // An unknown tool: JSON-RPC -32602.
+  await assert.rejects(call(client, 'no_such_tool'), (e) => {
+    assert.ok(e instanceof McpError, String(e));
+    assert.equal(e.code, -32602);
+    assert.match(e.message, /no_such_tool/);
+    return true;
+  });
+
+  // The output bound: 4K a stream, cut on a UTF-8 boundary ("é\n" is three
+  // bytes: the 4097th byte continues a sequence, so 4095 are kept).
+  r = ok(await call(client, 'run', { command: "yes 'é' | head -c 10000" }), 'run big output');
+  assert.equal(r.stdout_truncated, true);
+  assert.equal(r.stderr_truncated, false);
+  const marker = r.stdout.lastIndexOf('\n[... ');
+  assert.ok(marker > 0, 'no truncation marker');
+  assert.equal(Buffer.byteLength(r.stdout.slice(0, marker)), 4095);
+  assert.equal(r.stdout.slice(marker), '\n[... 5905 bytes truncated]');
+  assert.ok(!r.stdout.includes('\ufffd'), 'a sequence was split');
+
+  // A shell session, its state, and its files.
+  const s = ok(await call(client, 'session_create', { kind: 'shell' }), 'session_create');
+  assert.equal(s.kind, 'shell');
+  assert.ok(s.id);
+  assert.equal(s.workspace, '/workspace');
+  const id = s.id;
+  r = ok(await call(client, 'session_exec', { id, command: 'x=41; echo start' }), 'exec');
+  assert.equal(r.stdout, 'start\n');
+  r = ok(await call(client, 'session_exec', { id, command: 'echo $((x + 1))' }), 'exec state');
+  assert.equal(r.stdout, '42\n');
+  r = ok(await call(client, 'session_exec', { id, command: 'false' }), 'exec non-zero');
+  assert.equal(r.exit_code, 1);
+  failed(await call(client, 'session_exec', { id }), 'command', 'exec without a command');
+
+  let f = ok(await call(client, 'file_write', { id, path: 'notes/a.txt', content: 'héllo\n' }),
+    'file_write');
+  assert.equal(f.size, 7);
+  assert.match(f.sha256, /^[0-9a-f]{64}$/);
+  r = ok(await call(client, 'session_exec', { id, command: 'cat notes/a.txt' }), 'exec cat');
+  assert.equal(r.stdout, 'héllo\n');
+  f = ok(await call(client, 'file_read', { id, path: 'notes/a.txt' }), 'file_read');
+  assert.equal(f.content, 'héllo\n');
+  assert.equal(f.truncated, false);
+  f = ok(await call(client, 'file_read', { id, path: 'notes/a.txt', max_bytes: 2 }), 'file_read 2');
+  assert.equal(f.content, 'h');  // 'é' does not fit in the second byte
+  assert.equal(f.truncated, true);
+  ok(await call(client, 'file_write', { id, path: 'bin.dat', content_base64: '/wAB' }), 'write b64');
+  f = ok(await call(client, 'file_read', { id, path: 'bin.dat' }), 'file_read binary');
+  assert.equal(f.content_base64, '/wAB');
+  assert.equal(f.content, undefined);
+  const listing = ok(await call(client, 'file_list', { id }), 'file_list');
+  assert.deepEqual(listing.entries.map((e) => e.name).sort(), ['bin.dat', 'notes']);
+  const sub = ok(await call(client, 'file_list', { id, dir: 'notes' }), 'file_list notes');
+  assert.deepEqual(sub.entries.map((e) => [e.name, e.type, e.size]), [['a.txt', 'file', 7]]);
+  failed(await call(client, 'file_read', { id, path: '../escape' }), 'path', 'a path outside');
+  failed(await call(client, 'file_read', { id }), 'path', 'file_read without a path');
+
+  r = ok(await call(client, 'session_interrupt', { id }), 'session_interrupt');
+  assert.equal(r.interrupted, false);
+  const list = ok(await call(client, 'session_list'), 'session_list');
+  assert.ok(list.sessions.some((x) => x.id === id && x.state === 'ready'), JSON.stringify(list));
+  r = ok(await call(client, 'session_close', { id }), 'session_close');
+  assert.equal(r.id, id);
+  failed(await call(client, 'session_exec', { id, command: 'true' }), id, 'exec on a closed session');
+  failed(await call(client, 'file_list', { id: 'no-such-session' }), 'no-such-session', 'unknown id');
+  failed(await call(client, 'session_create', { kind: 'perl' }), 'kind', 'a bad kind');
+  if (label === 'stdio') await exercisePython(client);
+}
+
+// A python session (cordon mcp execs cordon-serve, which has kernels): a
+// result, an exception (not isError: the code ran) and a PNG as image
+// content.
+async function exercisePython(client) {
+  const created = await call(client, 'session_create', { kind: 'python' });
+  assert.equal(created.isError, false, `python session: ${text(created)}`);
+  const id = created.structuredContent.id;
+  let r = ok(await call(client, 'session_exec', { id, code: 'x = 6 * 7\nprint(x)' }), 'python');
+  assert.equal(r.stdout, '42\n');
+  assert.equal(r.status, 'ok');
+  r = ok(await call(client, 'session_exec', { id, code: '1/0' }), 'python exception');
+  assert.equal(r.status, 'error');
+  assert.equal(r.error.ename, 'ZeroDivisionError');
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+  const shown = await call(client, 'session_exec', { id,
+    code: `import base64\nfrom IPython.display import Image, display\ndisplay(Image(data=base64.b64decode('${png}')))` });
+  ok(shown, 'python image');
+  const images = shown.content.filter((c) => c.type === 'image');
+  assert.equal(images.length, 1, JSON.stringify(shown.content));
+  assert.equal(images[0].mimeType, 'image/png');
+  assert.equal(images[0].data, png);
+  failed(await call(client, 'session_exec', { id, code: '1', stdin: 'x' }), 'stdin', 'stdin for python');
+  ok(await call(client, 'session_close', { id }), 'python close');
+}
+
+// --- stdio: cordon mcp ----------------------------------------------------------
+
+test('stdio: cordon mcp', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-mcp-stdio-'));
+  const cgroupRoot = `/cordon-test-mcp-stdio-${process.pid}`;
+  cleanups.push(async () => {
+    assert.deepEqual(await removeCgroupRoot(cgroupRoot), [], 'cgroups left');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const transport = new StdioClientTransport({
+    command: BINARY,
+    args: ['mcp', '--state-dir', path.join(dir, 'state'), '--cgroup-root', cgroupRoot,
+      '--mcp-output-limit', '4K'],
+    stderr: 'pipe',
+  });
+  let log = '';
+  transport.stderr.on('data', (chunk) => { log += chunk; });
+  const client = new Client({ name: 'cordon-test', version: '1.0.0' });
+  await withTimeout(client.connect(transport), 'initialize over stdio');
+  const pid = transport.pid;
+  try {
+    await exerciseTools(client, 'stdio');
+  } catch (error) {
+    error.message += `\n--- cordon mcp's stderr ---\n${log.split('\n').slice(-30).join('\n')}`;
+    throw error;
+  }
+  // stdin's EOF tears everything down: the log says so, with every
+  // teardown verified, and the process is gone.
+  await client.close();
+  await poll(() => !fs.existsSync(`/proc/${pid}`) || fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    .split(') ')[1]?.startsWith('Z'), 'cordon mcp to exit');
+  const stopped = log.split('\n').filter(Boolean).map((l) => {
+    try { return JSON.parse(l); } catch { return {}; }
+  }).find((e) => e.event === 'stopped');
+  assert.ok(stopped, `no "stopped" event in its log:\n${log}`);
+  assert.equal(stopped.all_dead, true);
+  assert.ok(!log.includes('"event":"stopping","level":"info","reason":"signal"'),
+    'it stopped on a signal, not on stdin EOF');
+  for (const mark of SANITIZER_MARKS) assert.ok(!log.includes(mark), `a sanitizer report:\n${log}`);
+});
+
+test('stdio: SIGTERM tears a run and a session down and exits 0', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-mcp-term-'));
+  const cgroupRoot = `/cordon-test-mcp-term-${process.pid}`;
+  cleanups.push(async () => {
+    assert.deepEqual(await removeCgroupRoot(cgroupRoot), [], 'cgroups left');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const transport = new StdioClientTransport({
+    command: BINARY,
+    args: ['mcp', '--state-dir', path.join(dir, 'state'), '--cgroup-root', cgroupRoot],
+    stderr: 'pipe',
+  });
+  let log = '';
+  transport.stderr.on('data', (chunk) => { log += chunk; });
+  const client = new Client({ name: 'cordon-test', version: '1.0.0' });
+  await withTimeout(client.connect(transport), 'initialize over stdio');
+  const pid = transport.pid;
+  const s = ok(await call(client, 'session_create', {}), 'session_create');
+  // Both in flight when the signal comes; both answered, as torn down.
+  const exec = call(client, 'session_exec', { id: s.id, command: 'sleep 100' });
+  const run = call(client, 'run', { command: 'sleep 100' });
+  await poll(() => (log.match(/"event":"run_started"/g) || []).length >= 1, 'the run to start');
+  process.kill(pid, 'SIGTERM');
+  const [e, r] = await Promise.all([exec, run]);
+  assert.equal(ok(r, 'run').outcome, 'cancelled');
+  assert.equal(ok(e, 'exec').invalidated, true);
+  await poll(() => log.includes('"event":"stopped"'), 'cordon mcp to stop');
+  const stopped = JSON.parse(log.split('\n').find((l) => l.includes('"event":"stopped"')));
+  assert.equal(stopped.all_dead, true, log);
+  await client.close();
+});
+
+// --- Streamable HTTP: /mcp of cordon serve --------------------------------------
+
+test('Streamable HTTP: /mcp of cordon serve', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-mcp-http-'));
+  const stateDir = path.join(dir, 'state');
+  const cgroupRoot = `/cordon-test-mcp-http-${process.pid}`;
+  const logPath = path.join(dir, 'daemon.log');
+  const logFd = fs.openSync(logPath, 'a');
+  const daemon = spawn(BINARY, ['serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0',
+    '--cgroup-root', cgroupRoot, '--mcp-output-limit', '4K'], { stdio: ['ignore', 'ignore', logFd] });
+  fs.closeSync(logFd);
+  let exit = null;
+  const exited = new Promise((resolve) => daemon.on('exit', (code, signal) => {
+    exit = { code, signal };
+    resolve(exit);
+  }));
+  const logTail = () => fs.readFileSync(logPath, 'utf8').trimEnd().split('\n').slice(-30).join('\n');
+  cleanups.push(async () => {
+    if (!exit) {
+      daemon.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, TIMEOUT_MS))]);
+      if (!exit) daemon.kill('SIGKILL');
+    }
+    assert.deepEqual(await removeCgroupRoot(cgroupRoot), [], 'cgroups left');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const { url, token } = await poll(() => {
+    if (exit) throw new Error(`the daemon exited at start:\n${logTail()}`);
+    try {
+      const info = JSON.parse(fs.readFileSync(path.join(stateDir, 'serve.json'), 'utf8'));
+      if (info.pid !== daemon.pid) return false;
+      return { url: info.urls[0], token: fs.readFileSync(info.token_file, 'utf8').split('\n')[0].trim() };
+    } catch {
+      return false;
+    }
+  }, 'serve.json');
+  const endpoint = new URL(`${url}/mcp`);
+  const auth = { Authorization: `Bearer ${token}` };
+
+  const transport = new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: auth } });
+  const client = new Client({ name: 'cordon-test', version: '1.0.0' });
+  await withTimeout(client.connect(transport), 'initialize over HTTP');
+  assert.ok(transport.sessionId, 'no Mcp-Session-Id from initialize');
+  assert.equal(transport.protocolVersion, '2025-11-25');
+  try {
+    await exerciseTools(client, 'http');
+  } catch (error) {
+    error.message += `\n--- the daemon's log ---\n${logTail()}`;
+    throw error;
+  }
+
+  const list = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+  const post = (headers, body = list) => fetch(endpoint, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+      ...headers },
+    body,
+  });
+  // The token, as on every route.
+  let res = await post({});
+  assert.equal(res.status, 401);
+  assert.equal(res.headers.get('www-authenticate'), 'Bearer');
+  res = await post({ Authorization: 'Bearer wrong' });
+  assert.equal(res.status, 401);
+  // An Origin that is not loopback: 403, even with the token.
+  res = await post({ ...auth, Origin: 'http://evil.example' });
+  assert.equal(res.status, 403);
+  res = await post({ ...auth, Origin: 'http://localhost:6274', 'Mcp-Session-Id': transport.sessionId,
+    'MCP-Protocol-Version': '2025-11-25' });
+  assert.equal(res.status, 200, 'a loopback Origin is served');
+  // The session header after initialize: 400 without it, 404 for one unknown.
+  res = await post(auth);
+  assert.equal(res.status, 400);
+  res = await post({ ...auth, 'Mcp-Session-Id': 'f00' });
+  assert.equal(res.status, 404);
+  res = await post({ ...auth, 'Mcp-Session-Id': transport.sessionId, 'MCP-Protocol-Version': '1999-01-01' });
+  assert.equal(res.status, 400, 'an unsupported MCP-Protocol-Version');
+  res = await fetch(endpoint, { headers: auth });
+  assert.equal(res.status, 405, 'GET: no event stream');
+  // Not JSON: a JSON-RPC parse error.
+  res = await post({ ...auth, 'Mcp-Session-Id': transport.sessionId }, '{oops');
+  assert.equal(res.status, 400);
+  assert.equal((await res.json()).error.code, -32700);
+  // A negotiation down to an older version.
+  res = await post(auth, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'old', version: '0' } } }));
+  assert.equal(res.status, 200);
+  assert.equal((await res.json()).result.protocolVersion, '2025-03-26');
+  assert.ok(res.headers.get('mcp-session-id'));
+
+  // DELETE ends the session; it is then unknown.
+  const sessionId = transport.sessionId;
+  await transport.terminateSession();
+  res = await post({ ...auth, 'Mcp-Session-Id': sessionId });
+  assert.equal(res.status, 404);
+  await client.close();
+
+  daemon.kill('SIGTERM');
+  const how = await withTimeout(exited, 'the daemon to stop');
+  assert.deepEqual(how, { code: 0, signal: null }, `the daemon's exit:\n${logTail()}`);
+  const log = fs.readFileSync(logPath, 'utf8');
+  for (const mark of SANITIZER_MARKS) assert.ok(!log.includes(mark), `a sanitizer report:\n${log}`);
+});
