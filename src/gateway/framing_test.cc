@@ -43,7 +43,9 @@ TEST(BinaryJsonFrameTest, RoundTripsBuffersWithNulsAndEmptyOnes) {
 }
 
 TEST(BinaryJsonFrameTest, OnlyTheJsonIsOnePart) {
-  auto decoded = DecodeBinaryJson(Be32(1) + Be32(8) + "{}");
+  // The decoded parts are views of the frame: it must outlive them.
+  const std::string frame = Be32(1) + Be32(8) + "{}";
+  auto decoded = DecodeBinaryJson(frame);
   ASSERT_TRUE(decoded) << decoded.error();
   EXPECT_EQ(decoded->json, "{}");
   EXPECT_TRUE(decoded->buffers.empty());
@@ -94,7 +96,8 @@ TEST(V1FrameTest, RoundTrips) {
 }
 
 TEST(V1FrameTest, NoBuffers) {
-  auto decoded = DecodeV1(EncodeV1("control", {"{}", "{}", "{}", "{}"}, {}));
+  const std::string frame = EncodeV1("control", {"{}", "{}", "{}", "{}"}, {});
+  auto decoded = DecodeV1(frame);
   ASSERT_TRUE(decoded) << decoded.error();
   EXPECT_EQ(decoded->channel, "control");
   EXPECT_TRUE(decoded->buffers.empty());
