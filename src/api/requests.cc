@@ -1,9 +1,9 @@
 #include "api/requests.h"
 
-#include <openssl/evp.h>
-
 #include <limits>
 #include <set>
+
+#include "sys/text.h"
 
 namespace cordon::api {
 namespace {
@@ -127,16 +127,9 @@ Parsed<void> Common(const json& body, contain::Spec& spec) {
 }
 
 Parsed<std::string> Base64(const std::string& text) {
-  if (text.size() % 4 != 0) return Bad("stdin_b64", "is not valid base64 (length)");
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(text.data()),
-                          static_cast<int>(text.size()));
-  if (n < 0) return Bad("stdin_b64", "is not valid base64");
-  // EVP_DecodeBlock counts the padding as decoded zero bytes.
-  size_t pad = text.ends_with("==") ? 2 : text.ends_with("=") ? 1 : 0;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
+  auto decoded = sys::Base64Decode(text);
+  if (!decoded) return Bad("stdin_b64", "is not valid base64");
+  return std::move(*decoded);
 }
 
 }  // namespace

@@ -39,6 +39,8 @@ TEST(RequestsTest, ShapeErrorsNameTheField) {
       {R"({"isolation": "full"})", "isolation"},
       {R"({"isolation": 1})", "isolation"},
       {R"({"stdin_b64": "abc"})", "stdin_b64"},
+      {R"({"stdin_b64": "===="})", "stdin_b64"},  // EVP_DecodeBlock alone took it for a NUL
+      {R"({"stdin_b64": " aGk"})", "stdin_b64"},
       {R"({"extra": 1})", "extra"},
   };
   for (const auto& [body, field] : cases) {

@@ -9,6 +9,7 @@
 #include "closure/sha256.h"
 #include "sys/fd.h"
 #include "sys/json_text.h"
+#include "sys/text.h"
 
 namespace cordon::closure {
 namespace {
@@ -24,41 +25,6 @@ std::unexpected<Failure> Refuse(Rule rule, std::string path, std::string message
 
 // A path as it appears in a message: quoted, control characters escaped.
 std::string Quoted(std::string_view text) { return sys::JsonText(json(std::string(text))); }
-
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t length;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      length = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      length = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      length = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + length > s.size()) return false;
-    for (size_t k = 1; k < length; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Overlong forms, UTF-16 surrogates and values past U+10FFFF are not UTF-8.
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[length] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += length;
-  }
-  return true;
-}
 
 // Exactly Python's json.dumps(s, ensure_ascii=False) for a valid UTF-8
 // string: only '"', '\\' and control characters below 0x20 are escaped
@@ -207,7 +173,7 @@ std::optional<Failure> PathProblem(std::string_view path) {
   if (path.find('\0') != std::string_view::npos) {
     return problem(Rule::kPathNul, "contains a NUL byte");
   }
-  if (!IsUtf8(path)) {
+  if (!sys::IsUtf8(path)) {
     return Failure{Rule::kBadPath, std::string(path), "path " + quoted + " is not valid UTF-8"};
   }
   if (path.front() == '/') return problem(Rule::kPathAbsolute, "is absolute; paths are relative");

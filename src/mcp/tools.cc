@@ -1,7 +1,5 @@
 #include "mcp/tools.h"
 
-#include <openssl/evp.h>
-
 #include <map>
 #include <utility>
 
@@ -9,6 +7,7 @@
 #include "mcp/output.h"
 #include "session/files.h"
 #include "sys/json_text.h"
+#include "sys/text.h"
 
 namespace cordon::mcp {
 namespace {
@@ -57,54 +56,6 @@ std::optional<std::string> SessionId(const json& args, std::string& id) {
   }
   id = args["id"].get<std::string>();
   return std::nullopt;
-}
-
-std::string Base64Encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()),
-                          static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-std::optional<std::string> Base64Decode(const std::string& text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(text.data()),
-                          static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  // EVP_DecodeBlock counts the padding as decoded zero bytes.
-  size_t pad = text.ends_with("==") ? 2 : text.ends_with("=") ? 1 : 0;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
-
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong forms, surrogates and what is past U+10FFFF are not UTF-8.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
 }
 
 // What the sandbox calls the session's workspace: /workspace inside a
@@ -324,8 +275,9 @@ void FileWrite(Engine& engine, const json& args, ToolDone done) {
     if (!args["content"].is_string()) return done(ToolError("content: must be a string"));
     bytes = args["content"].get<std::string>();
   } else {
-    auto decoded =
-        args["content_base64"].is_string() ? Base64Decode(args["content_base64"]) : std::nullopt;
+    auto decoded = args["content_base64"].is_string()
+                       ? sys::Base64Decode(args["content_base64"].get<std::string>())
+                       : std::nullopt;
     if (!decoded) return done(ToolError("content_base64: is not valid base64"));
     bytes = std::move(*decoded);
   }
@@ -361,14 +313,14 @@ void FileRead(Engine& engine, const json& args, ToolDone done) {
   std::string& body = content->body;
   json structured = {
       {"path", path}, {"size", content->info.size}, {"sha256", content->info.sha256}};
-  const bool utf8 = ValidUtf8(body);
+  const bool utf8 = sys::IsUtf8(body);
   size_t keep = utf8 ? Utf8Cut(body, max_bytes) : std::min<size_t>(body.size(), max_bytes);
   structured["truncated"] = keep < body.size();
   body.resize(keep);
   if (utf8) {
     structured["content"] = std::move(body);
   } else {
-    structured["content_base64"] = Base64Encode(body);
+    structured["content_base64"] = sys::Base64Encode(body);
   }
   done(ToolOk(std::move(structured)));
 }

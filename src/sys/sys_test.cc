@@ -8,6 +8,7 @@
 #include "sys/fd.h"
 #include "sys/pidfd.h"
 #include "sys/random.h"
+#include "sys/text.h"
 #include "sys/timerfd.h"
 
 namespace cordon::sys {
@@ -116,6 +117,33 @@ TEST(PidFdTest, SignalsAndReapsAChild) {
 TEST(PidFdTest, OpeningAMissingProcessFails) {
   auto fd = PidFd::Open(0x3ffffff);  // above pid_max
   ASSERT_FALSE(fd);
+}
+
+TEST(TextTest, Base64RoundTripsEveryLengthAndRefusesWhatIsNotBase64) {
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) {
+    std::string encoded = Base64Encode(bytes);
+    EXPECT_EQ(encoded.size() % 4, 0u) << i;
+    EXPECT_EQ(Base64Decode(encoded), bytes) << encoded;
+    bytes.push_back(static_cast<char>(0xf0 + i));  // high bytes and NUL-free
+  }
+  EXPECT_EQ(Base64Encode("hi"), "aGk=");
+  EXPECT_EQ(Base64Decode("aGk="), "hi");
+  for (const char* bad : {"aGk", "a@k=", "aGk=aGk", "====", "a===", "a=bc", " aGk", "aGk=\n"}) {
+    EXPECT_FALSE(Base64Decode(bad).has_value()) << bad;
+  }
+}
+
+TEST(TextTest, IsUtf8AcceptsWellFormedTextOnly) {
+  EXPECT_TRUE(IsUtf8(""));
+  EXPECT_TRUE(IsUtf8("plain ascii"));
+  EXPECT_TRUE(IsUtf8("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));  // é € 😀
+  for (const char* bad : {"\xc3", "\xe2\x82", "\xc0\xaf",         // cut, overlong /
+                          "\xed\xa0\x80",                         // a UTF-16 surrogate
+                          "\xf4\x90\x80\x80",                     // past U+10FFFF
+                          "\xff", "\x80"}) {
+    EXPECT_FALSE(IsUtf8(bad)) << bad;
+  }
 }
 
 }  // namespace

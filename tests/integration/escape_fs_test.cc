@@ -122,16 +122,7 @@ class FsEscapeTest : public EscapeTest {
   // `cordon run` of `script` as Sandboxed() has it, started and not
   // waited for: the test looks at the sandbox while it runs.
   std::unique_ptr<Cordon> Start(const std::string& script, std::vector<std::string> options = {}) {
-    std::vector<std::string> args = {"run",         "--state-dir", state_ / "s", "--json",
-                                     "--workspace", work_.path(),  "--timeout",  "60"};
-    if (GetParam() == Caller::kRoot) {
-      args.push_back("--cgroup-root");
-      args.push_back(CgroupRoot());
-    }
-    args.insert(args.end(), options.begin(), options.end());
-    args.push_back("--shell");
-    args.push_back(script);
-    return std::make_unique<Cordon>(args, "", Prefix());
+    return std::make_unique<Cordon>(RunArgs(script, options), "", Prefix());
   }
 
   // A file in the workspace, written by the test (the sandbox may read it).
@@ -963,17 +954,9 @@ TEST_P(FsEscapeTest, ASymlinkRaceOnASharedWorkspaceLeadsNoMountOutside) {
       }
     }
   };
-  auto b_args = [&](const std::vector<std::string>& binds, const char* level) {
-    std::vector<std::string> args = {"run",         "--state-dir", state_ / "s",  "--json",
-                                     "--workspace", work_.path(),  "--isolation", level};
-    if (GetParam() == Caller::kRoot) {
-      args.push_back("--cgroup-root");
-      args.push_back(CgroupRoot());
-    }
-    args.insert(args.end(), binds.begin(), binds.end());
-    args.push_back("--shell");
-    args.push_back(b_script);
-    return args;
+  auto b_args = [&](std::vector<std::string> options, const char* level) {
+    options.insert(options.end(), {"--isolation", level});
+    return RunArgs(b_script, options);
   };
   // The link planted once: the bind beneath it is refused.
   {

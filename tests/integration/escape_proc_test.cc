@@ -34,23 +34,11 @@ class ProcEscapeTest : public EscapeTest {
   // state directory `state` (default: the fixture's), and the helpers
   // bound in (under `none`, which takes no binds, they are the host's).
   std::vector<std::string> RunArgs(const std::string& script, std::vector<std::string> options,
-                                   std::string state = "") {
-    std::vector<std::string> args = {
-        "run",       "--state-dir", state.empty() ? state_ / "s" : state,
-        "--json",    "--workspace", work_.path(),
-        "--timeout", "60"};
+                                   const std::string& state = "") const {
     if (std::find(options.begin(), options.end(), "none") == options.end()) {
-      args.push_back("--ro-bind");
-      args.push_back(CORDON_HELPERS_DIR);
+      options.insert(options.begin(), {"--ro-bind", CORDON_HELPERS_DIR});
     }
-    if (GetParam() == Caller::kRoot) {
-      args.push_back("--cgroup-root");
-      args.push_back(CgroupRoot());
-    }
-    args.insert(args.end(), options.begin(), options.end());
-    args.push_back("--shell");
-    args.push_back(script);
-    return args;
+    return EscapeTest::RunArgs(script, options, state);
   }
 
   // `cordon run` of `script`, not waited for: the test looks at the run

@@ -129,9 +129,13 @@ class EscapeTest : public ::testing::TestWithParam<Caller> {
     return p;
   }
 
-  // `cordon run --json` of `script` (sh -c) in the workspace.
-  Ran Sandboxed(const std::string& script, std::vector<std::string> options = {}) {
-    std::vector<std::string> args = {"run",    "--state-dir", state_ / "s",
+  // The arguments of `cordon run --json` of `script` (sh -c) in the
+  // workspace, with `options`, in the state directory `state` (default:
+  // the fixture's), and a 60 s --timeout unless `options` gives one.
+  std::vector<std::string> RunArgs(const std::string& script,
+                                   const std::vector<std::string>& options,
+                                   const std::string& state = "") const {
+    std::vector<std::string> args = {"run",    "--state-dir", state.empty() ? state_ / "s" : state,
                                      "--json", "--workspace", work_.path()};
     if (std::find(options.begin(), options.end(), "--timeout") == options.end()) {
       args.push_back("--timeout");  // a bound on every attempt
@@ -144,7 +148,12 @@ class EscapeTest : public ::testing::TestWithParam<Caller> {
     args.insert(args.end(), options.begin(), options.end());
     args.push_back("--shell");
     args.push_back(script);
-    return Cordon(args, "", Prefix()).Wait();
+    return args;
+  }
+
+  // `cordon run --json` of `script` (sh -c) in the workspace.
+  Ran Sandboxed(const std::string& script, std::vector<std::string> options = {}) {
+    return Cordon(RunArgs(script, options), "", Prefix()).Wait();
   }
 
   // The run's JSON result; fails the test when there is none.
