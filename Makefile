@@ -23,9 +23,9 @@ PACKAGES := cmake ninja-build g++ make pkg-config \
 	python3-requests python3-websocket python3-jupyter-server python3-notebook python3-matplotlib \
 	python3-yaml python3-jsonschema \
 	util-linux procps
-BENCH_PACKAGES := hyperfine bubblewrap firejail
+BENCH_PACKAGES := hyperfine bubblewrap firejail python3-zmq
 
-.PHONY: deps build run demo test unit asan bench clean format jsclients fuzz-build fuzz fuzz-replay \
+.PHONY: deps build run demo test unit asan asan-build bench clean format jsclients fuzz-build fuzz fuzz-replay \
 	hosts-smoke test-hosts
 
 deps:
@@ -62,7 +62,17 @@ run: build
 demo: build
 	scripts/demo.sh $(BUILD)/cordon
 
+# The sanitizer and fuzz trees are built in the background from the start,
+# at the lowest CPU and I/O priority (scripts/background.sh, log in
+# $(BUILD)/prebuild.log): the release suites and the host matrix wait on
+# kernels, timers and VMs as much as on the CPU, and those builds take what
+# they leave. Each build holds its tree's lock, so `make asan` and `make
+# fuzz-build` wait for the one under way and then finish what is left.
+# (Through a variable, not $$(MAKE), so that `make -n test` does not start it.)
+BACKGROUND_MAKE = $(MAKE) --no-print-directory
 test: build jsclients
+	@BUILD=$(BUILD) tests/hosts/container/prepare.sh --background || true
+	@scripts/background.sh $(BUILD)/prebuild.log $(BACKGROUND_MAKE) asan-build fuzz-build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
 	$(MAKE) --no-print-directory hosts-smoke
 	$(MAKE) --no-print-directory asan
@@ -80,12 +90,21 @@ SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_chec
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
 
-asan: deps jsclients
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORDON_SANITIZE=ON \
-		'-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1' \
+# A build that takes its tree's lock (TREE/.lock), saying so when it must
+# wait for one under way: $(call locked_build,TREE,COMMANDS).
+locked_build = @mkdir -p $(1) && { flock -n $(1)/.lock true || \
+	echo "waiting for the build of $(1) under way (log: $(BUILD)/prebuild.log)"; } && \
+	flock $(1)/.lock sh -c '$(2)'
+
+asan-build: deps jsclients
+	$(call locked_build,$(ASAN_BUILD),cmake -S . -B $(ASAN_BUILD) -G Ninja \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCORDON_SANITIZE=ON \
+		"-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
 		-DCORDON_NODE_MODULES=$(CURDIR)/$(JS_CLIENT_BUILD)/node_modules \
-		-DCORDON_MCP_NODE_MODULES=$(CURDIR)/$(MCP_CLIENT_BUILD)/node_modules
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+		-DCORDON_MCP_NODE_MODULES=$(CURDIR)/$(MCP_CLIENT_BUILD)/node_modules \
+		&& cmake --build $(ASAN_BUILD) -j $(JOBS))
+
+asan: asan-build
 	$(SANITIZER_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 1800
 
 # The host matrix (docs/hosts.md, tests/hosts/): Debian's 5.10, 6.1 and
@@ -97,6 +116,9 @@ asan: deps jsclients
 # runs a run, a shell and a python session and a SIGKILL + restart in every
 # cell; `make test-hosts` runs the portable suites in every cell (long:
 # TCG). A cell whose kernel cannot be had is reported skipped.
+# The container cells' podman, crun and debootstrap are not here:
+# tests/hosts/container/prepare.sh installs them with their root filesystem,
+# in the background from the start of `make test` (the line before ctest).
 HOSTS_PACKAGES := qemu-system-x86 busybox-static curl e2fsprogs
 
 hosts-smoke: build
@@ -105,7 +127,7 @@ hosts-smoke: build
 
 test-hosts: build
 	@scripts/install-deps.sh $(HOSTS_PACKAGES)
-	HOSTS_CONTAINER=1 BUILD=$(BUILD) /usr/bin/python3 tests/hosts/hosts.py full
+	BUILD=$(BUILD) /usr/bin/python3 tests/hosts/hosts.py full
 
 bench: build
 	@scripts/install-deps.sh $(BENCH_PACKAGES)
@@ -129,8 +151,8 @@ FUZZ_PACKAGES := clang-16 libclang-rt-16-dev
 
 fuzz-build: deps
 	@scripts/install-deps.sh $(FUZZ_PACKAGES)
-	cmake -S fuzz -B $(FUZZ_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=$(FUZZ_CXX)
-	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	$(call locked_build,$(FUZZ_BUILD),cmake -S fuzz -B $(FUZZ_BUILD) -G Ninja \
+		-DCMAKE_CXX_COMPILER=$(FUZZ_CXX) && cmake --build $(FUZZ_BUILD) -j $(JOBS))
 
 fuzz: fuzz-build
 	fuzz/run.sh fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS)

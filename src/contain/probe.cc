@@ -1,8 +1,16 @@
 #include "contain/probe.h"
 
 #include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
 
 #include "contain/landlock.h"
 #include "contain/seccomp.h"
@@ -18,6 +26,87 @@ constexpr const char* kNamespaceFix =
 constexpr const char* kCgroupFix =
     "run as root, or inside a cgroup delegated to this user, or name a writable one with "
     "--cgroup-root";
+
+constexpr const char* kMaskedProcFix =
+    "unmask /proc for cordon's container: podman --security-opt unmask=ALL, docker "
+    "--security-opt systempaths=unconfined, Kubernetes securityContext procMount: Unmasked (with "
+    "hostUsers: false); or run it --privileged";
+
+// A mount of this process's namespace, from /proc/self/mountinfo.
+struct MountLine {
+  std::string point;    // octal escapes kept (only compared and shown)
+  std::string options;  // the per-mount ones ("rw,nosuid,...")
+  std::string fstype;
+};
+
+std::vector<MountLine> ReadMounts() {
+  std::vector<MountLine> out;
+  auto info = sys::ReadFile("/proc/self/mountinfo", 16 << 20);
+  if (!info) return out;
+  std::istringstream in(*info);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, dev, root, word;
+    MountLine m;
+    f >> id >> parent >> dev >> root >> m.point >> m.options;
+    while (f >> word && word != "-") {
+    }
+    f >> m.fstype;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// The mount points beneath /proc: what a container runtime masks
+// (/proc/kcore, /proc/sys, ...), and what makes the kernel refuse a fresh
+// procfs in a user namespace.
+std::vector<std::string> OverProc(const std::vector<MountLine>& mounts) {
+  std::vector<std::string> out;
+  for (const auto& m : mounts) {
+    if (m.point.starts_with("/proc/")) out.push_back(m.point);
+  }
+  return out;
+}
+
+// Whether a fresh procfs is certainly allowed, untried: the kernel lets a
+// user namespace mount one when a procfs of its mount namespace is fully
+// visible (fs/namespace.c, mnt_already_visible): nothing mounted beneath
+// it but on its permanently empty directories, and no locked flag (ro) the
+// new mount would drop. A read-write /proc with nothing beneath it is.
+bool PlainProc(const std::vector<MountLine>& mounts) {
+  bool plain = false;
+  for (const auto& m : mounts) {
+    if (m.point.starts_with("/proc/")) return false;
+    if (m.fstype == "proc" && m.point == "/proc" &&
+        (m.options == "rw" || m.options.starts_with("rw,"))) {
+      plain = true;
+    }
+  }
+  return plain;
+}
+
+// The trial child shares our memory and we are suspended until it has
+// exited (CLONE_VM | CLONE_VFORK); it reports the call that failed.
+struct ProcTrial {
+  alignas(16) char stack[8192];
+  const char* failed = nullptr;
+  int err = 0;
+};
+
+// As the launch's kProc mount step (mounts.cc), in namespaces of its own:
+// nothing it mounts is seen outside, and all of it goes when it exits.
+int ProcTrialMain(void* arg) {
+  auto* t = static_cast<ProcTrial*>(arg);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    t->failed = "mount(\"/\", MS_REC | MS_PRIVATE)";
+    t->err = errno;
+  } else if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    t->failed = "mount(\"proc\", \"/proc\", \"proc\")";
+    t->err = errno;
+  }
+  ::_exit(0);
+}
 
 CapabilityStatus Enforced(Capability c, std::string mechanism) {
   return CapabilityStatus{c, true, std::move(mechanism), "", ""};
@@ -81,7 +170,10 @@ CapabilityStatus ProcessTreeStatus(const CgroupPlan& plan, const IsolationSuppor
 CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool root) {
   const NamespaceSupport& ns = iso.namespaces;
   bool landlock = iso.landlock_abi > 0;
-  std::string no_ns = "no user namespace can be made: " + ns.problem;
+  // A problem that is not the namespace itself (a masked /proc) says so.
+  std::string no_ns =
+      iso.namespaces_fix.empty() ? "no user namespace can be made: " + ns.problem : ns.problem;
+  const std::string ns_fix = iso.namespaces_fix.empty() ? kNamespaceFix : iso.namespaces_fix;
   switch (c) {
     case Capability::kFilesystem:
       if (ns.available)
@@ -89,7 +181,7 @@ CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool
       // Where namespaces are refused, Landlock alone keeps the filesystem
       // policy: reads and writes outside the declared paths fail.
       if (landlock) return Enforced(c, "landlock");
-      return Unavailable(c, "", no_ns + "; and this kernel has no Landlock", kNamespaceFix);
+      return Unavailable(c, "", no_ns + "; and this kernel has no Landlock", ns_fix);
     case Capability::kNetwork:
       if (ns.available && ns.network) return Enforced(c, "network_namespace");
       return Unavailable(
@@ -99,13 +191,13 @@ CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool
               (iso.seccomp ? "; seccomp refuses IP sockets, but the host's Unix sockets stay "
                              "reachable"
                            : ""),
-          kNamespaceFix);
+          ns_fix);
     case Capability::kProcessView:
       if (ns.available) return Enforced(c, "pid_namespace");
       return Unavailable(c, iso.landlock_abi >= 6 ? "landlock" : "",
                          no_ns + "; host processes stay visible in /proc" +
                              (iso.landlock_abi >= 6 ? " (Landlock keeps signals to them out)" : ""),
-                         kNamespaceFix);
+                         ns_fix);
     case Capability::kSyscallFilter:
       if (iso.seccomp) return Enforced(c, "seccomp");
       return Unavailable(c, "", "this kernel takes no seccomp filters",
@@ -139,6 +231,35 @@ const CapabilityStatus& Probe::Status(Capability c) const {
   }
   // Every capability has a status: ResolveCapabilities fills all of them.
   std::abort();
+}
+
+std::optional<std::string> FreshProcProblem() {
+  ProcTrial trial;
+  pid_t pid = ::clone(ProcTrialMain, trial.stack + sizeof trial.stack,
+                      CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_VM | CLONE_VFORK | SIGCHLD,
+                      &trial);
+  if (pid < 0) {
+    const int err = errno;
+    return std::string(
+               "cannot make a user, mount and pid namespace to try a fresh /proc in: "
+               "clone(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID): ") +
+           sys::ErrnoName(err) + " (" + std::strerror(err) + ")";
+  }
+  ::waitpid(pid, nullptr, __WALL);
+  if (!trial.failed) return std::nullopt;
+  std::string problem = std::string("a sandbox cannot mount its own /proc in its namespaces (") +
+                        trial.failed + ": " + sys::ErrnoName(trial.err) + " (" +
+                        std::strerror(trial.err) + "))";
+  std::vector<std::string> over = OverProc(ReadMounts());
+  if (trial.err == EPERM && !over.empty()) {
+    std::string shown;
+    for (size_t i = 0; i < over.size() && i < 5; ++i) shown += (i ? ", " : "") + over[i];
+    if (over.size() > 5) shown += " and " + std::to_string(over.size() - 5) + " more";
+    problem += ": this /proc has paths masked by mounts over them (" + shown +
+               ", as a container runtime masks them), and the kernel refuses a user namespace "
+               "a new procfs that would reveal what they hide; sandboxes run without namespaces";
+  }
+  return problem;
 }
 
 bool NprocLimitEffective() {
@@ -186,11 +307,23 @@ std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool n
       case Capability::kCpu:
         out.push_back(LimitStatus(c, plan, "cpu", plan.v1_cpu_parent, plan.v1_cpu_problem));
         break;
-      case Capability::kDisk:
-        // Both kinds of the daemon's workspaces; each grant's own is
-        // observed again at admission (contain/disk.h).
-        out.push_back(DiskProbeStatus(disk));
+      case Capability::kDisk: {
+        // The table is a run's, and a run's workspace is ephemeral: where
+        // a tmpfs bounds it but nothing bounds a session's (no loop
+        // devices, no project quotas), a run's disk_bytes is enforced and
+        // a session's refused (BoundWorkspace), and the reason says so.
+        // Each grant's own is observed again at admission (contain/disk.h).
+        CapabilityStatus runs = DiskStatus(disk, WorkspaceKind::kEphemeral);
+        CapabilityStatus both = DiskProbeStatus(disk);
+        if (runs.enforceable && !both.enforceable) {
+          runs.reason = both.reason;
+          runs.fix = both.fix;
+          out.push_back(std::move(runs));
+        } else {
+          out.push_back(std::move(both));
+        }
         break;
+      }
       case Capability::kAddressSpace:
       case Capability::kCpuTime:
       case Capability::kFileSize:
@@ -246,11 +379,9 @@ nlohmann::json ToJson(const Probe& probe) {
   };
   const IsolationSupport& i = probe.isolation;
   json isolation = {
-      {"namespaces", i.namespaces.available},
-      {"namespaces_problem", opt(i.namespaces.problem)},
-      {"network_namespaces", i.namespaces.network},
-      {"landlock_abi", i.landlock_abi},
-      {"seccomp", i.seccomp},
+      {"namespaces", i.namespaces.available},    {"namespaces_problem", opt(i.namespaces.problem)},
+      {"namespaces_fix", opt(i.namespaces_fix)}, {"network_namespaces", i.namespaces.network},
+      {"landlock_abi", i.landlock_abi},          {"seccomp", i.seccomp},
       {"own_uid_per_sandbox", i.map_ids},
   };
   return {{"euid", probe.euid}, {"capabilities", caps},   {"teardown", teardown},
@@ -271,6 +402,15 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
   }
   if (options.isolation) {
     probe.isolation.namespaces = ProbeNamespaces();
+    // Namespaces that can be made may still be of no use: every launch
+    // mounts a fresh /proc in them, which a masked /proc forbids.
+    if (probe.isolation.namespaces.available && !PlainProc(ReadMounts())) {
+      if (auto problem = FreshProcProblem()) {
+        probe.isolation.namespaces.available = false;
+        probe.isolation.namespaces.problem = *problem;
+        probe.isolation.namespaces_fix = kMaskedProcFix;
+      }
+    }
     probe.isolation.landlock_abi = LandlockAbi();
     probe.isolation.seccomp = SeccompAvailable();
     probe.isolation.map_ids = CanMapIdRange(kDefaultIdRange);

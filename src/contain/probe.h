@@ -24,8 +24,10 @@ struct CapabilityStatus {
   // The mechanism: the one that enforces it, or when not enforceable the
   // weaker one used instead ("process_group"), or "" when there is none.
   std::string mechanism;
-  std::string reason;  // why it cannot be enforced
-  std::string fix;     // what would make it enforceable
+  // Why it cannot be enforced; for one that is, where it still is not
+  // (disk: for runs, not for sessions' workspaces), or "".
+  std::string reason;
+  std::string fix;  // what would make it enforceable (there)
   // process_tree only: how the tree is killed at the end ("cgroup.kill",
   // "pid_namespace", "cgroup.freeze+kill", "process_group"); "" for the others.
   std::string teardown;
@@ -39,6 +41,9 @@ struct IsolationSupport {
   bool seccomp = false;
   // Root can give each sandbox its own outside id (from the default range).
   bool map_ids = false;
+  // What would make namespaces usable, where the probe knows better than
+  // the generic advice (a masked /proc: unmask it); "" for the generic one.
+  std::string namespaces_fix;
 };
 
 struct Probe {
@@ -83,6 +88,14 @@ nlohmann::json ToJson(const Probe& probe);
 std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective,
                                                   const IsolationSupport& isolation = {},
                                                   bool root = false, const DiskSupport& disk = {});
+
+// What a launch does first in its namespaces, tried: a fresh procfs mounted
+// in a new user, mount and pid namespace. nullopt when it can be mounted;
+// otherwise why not, naming what this /proc has mounted over it (a
+// container's masked paths). About a millisecond; ProbeHost tries it only
+// where /proc is not plain (something is mounted beneath it, or it is
+// read-only).
+std::optional<std::string> FreshProcProblem();
 
 // Whether RLIMIT_NPROC binds a child with this process's credentials: it is
 // not enforced for uid 0 nor with CAP_SYS_ADMIN or CAP_SYS_RESOURCE.

@@ -1,9 +1,13 @@
 #include "contain/probe.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "contain/cgroup_dir.h"
+#include "sys/fd.h"
 
 namespace cordon::contain {
 namespace {
@@ -131,6 +135,111 @@ TEST(ProbeHostTest, EveryClaimHasItsMechanismOrItsReason) {
     EXPECT_TRUE(dir->Remove());
   }
   EXPECT_FALSE(probe->Status(Capability::kProcessTree).teardown.empty());  // always named
+}
+
+TEST(ResolveCapabilitiesTest, ATmpfsBoundIsARunsDiskBoundAndSessionsAreSaidToHaveNone) {
+  // A container without loop devices, on ext4 without project quotas.
+  DiskSupport disk;
+  disk.state_dir = "/var/lib/cordon";
+  disk.filesystem = "ext4";
+  disk.tmpfs = true;
+  disk.project_quota_problem = "ENOSYS";
+  disk.loop_problem = "no /dev/loop-control";
+  Probe p;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, {}, false, disk);
+  const auto& s = p.Status(Capability::kDisk);
+  EXPECT_TRUE(s.enforceable);  // what a run with disk_bytes gets
+  EXPECT_EQ(s.mechanism, "tmpfs");
+  EXPECT_NE(s.reason.find("session workspaces cannot be bounded"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("no /dev/loop-control"), std::string::npos) << s.reason;
+  disk.tmpfs = false;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, {}, false, disk);
+  EXPECT_FALSE(p.Status(Capability::kDisk).enforceable);
+  disk.loop_images = true;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, {}, false, disk);
+  EXPECT_TRUE(p.Status(Capability::kDisk).enforceable);
+  EXPECT_EQ(p.Status(Capability::kDisk).mechanism, "loop_image");
+  EXPECT_TRUE(p.Status(Capability::kDisk).reason.empty());
+}
+
+TEST(ResolveCapabilitiesTest, NamespacesOfNoUseSayWhyAndTheirOwnFix) {
+  IsolationSupport iso;
+  iso.namespaces.problem = "a sandbox cannot mount its own /proc in its namespaces";
+  iso.namespaces_fix = "unmask /proc";
+  iso.landlock_abi = 6;
+  iso.seccomp = true;
+  Probe p;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, iso, true);
+  const auto& view = p.Status(Capability::kProcessView);
+  EXPECT_FALSE(view.enforceable);
+  EXPECT_EQ(view.reason.find("no user namespace can be made"), std::string::npos) << view.reason;
+  EXPECT_NE(view.reason.find("its own /proc"), std::string::npos) << view.reason;
+  EXPECT_EQ(view.fix, "unmask /proc");
+  EXPECT_EQ(p.Status(Capability::kNetwork).fix, "unmask /proc");
+  EXPECT_EQ(p.Status(Capability::kFilesystem).mechanism, "landlock");
+}
+
+// What a launch mounts, a fresh procfs in new namespaces, the probe tries:
+// here, where launches work, it mounts.
+TEST(ProbeHostTest, AFreshProcMountsWhereSandboxesGetNamespaces) {
+  auto probe = ProbeHost({});
+  ASSERT_TRUE(probe);
+  if (!probe->isolation.namespaces.available) {
+    GTEST_SKIP() << "no namespaces here: " << probe->isolation.namespaces.problem;
+  }
+  auto problem = FreshProcProblem();
+  EXPECT_FALSE(problem) << *problem;
+}
+
+// As a container's runtime masks /proc (a file mounted over one of its
+// files), in a mount namespace of the test's own: the kernel refuses a
+// sandbox's fresh procfs, and the probe says so instead of claiming
+// namespaces that no launch could use.
+TEST(ProbeHostTest, AMaskedProcIsObservedAndTheNamespacesDisclaimed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "masking /proc needs root (a mount namespace)";
+  {
+    auto probe = ProbeHost({});
+    ASSERT_TRUE(probe);
+    if (!probe->isolation.namespaces.available) {
+      GTEST_SKIP() << "no namespaces here: " << probe->isolation.namespaces.problem;
+    }
+  }
+  auto pipe = sys::MakePipe();
+  ASSERT_TRUE(pipe);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string out;
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("/dev/null", "/proc/uptime", nullptr, MS_BIND, nullptr) != 0) {
+      out = "setup failed";
+    } else {
+      auto problem = FreshProcProblem();
+      auto probe = ProbeHost({});
+      out = problem ? *problem : "mounted";
+      if (probe) {
+        const auto& view = probe->Status(Capability::kProcessView);
+        out += "\n" + std::string(view.enforceable ? "enforced" : "disclaimed") + "\n" +
+               view.reason + "\n" + view.fix;
+      }
+    }
+    (void)sys::WriteAll(pipe->write.get(), out);
+    ::_exit(0);
+  }
+  pipe->write.reset();
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(pipe->read.get(), buf, sizeof buf)) > 0) got.append(buf, n);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_NE(got, "setup failed");
+  EXPECT_NE(got.find("EPERM"), std::string::npos) << got;
+  EXPECT_NE(got.find("/proc/uptime"), std::string::npos) << got;  // what masks it, named
+  EXPECT_NE(got.find("\ndisclaimed\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("unmask=ALL"), std::string::npos) << got;
+  EXPECT_NE(got.find("procMount: Unmasked"), std::string::npos) << got;
 }
 
 TEST(CgroupRootTest, RejectsBadPaths) {

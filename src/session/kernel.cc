@@ -12,6 +12,10 @@
 
 #include "contain/grant.h"
 #include "jupyter/connection.h"
+#include "session/kernel_dir.h"
+#include "store/store.h"
+#include "sys/fd.h"
+#include "sys/json_text.h"
 #include "sys/random.h"
 
 namespace cordon::session {
@@ -67,6 +71,22 @@ std::unexpected<contain::AdmitError> Internal(const std::string& message) {
       contain::AdmitError{contain::AdmitError::Kind::kInternal, "", message, {}});
 }
 
+// Python sessions cannot be had from this daemon as it is set up: like a
+// daemon without the kernel runtime (sessions.cc), the value of `kind` is
+// what cannot be served (400), and the message says what the operator does.
+std::unexpected<contain::AdmitError> Unservable(const std::string& message) {
+  return std::unexpected(
+      contain::AdmitError{contain::AdmitError::Kind::kInvalid, "kind", message, {}});
+}
+
+// A warning in the daemon's log (api/log.h's line shape: this library does
+// not link the front door).
+void LogWarning(const std::string& event, const nlohmann::json& fields) {
+  nlohmann::json line = {{"ts_ms", store::NowMs()}, {"level", "warning"}, {"event", event}};
+  for (const auto& [key, value] : fields.items()) line[key] = value;
+  (void)sys::WriteAll(STDERR_FILENO, sys::JsonText(line) + "\n");
+}
+
 // The daemon connects to the kernel's sockets through hard links in a
 // directory of its own (`<runtime dir>.links`, 0700, never bound into the
 // sandbox), never through the names in the runtime directory: the kernel
@@ -117,6 +137,13 @@ RuntimeFactory MakeKernelFactory(KernelContext context) {
   // (It is made again when a kernel starts.)
   std::error_code ec;
   std::filesystem::remove_all(context.runtime_root, ec);
+  // Known at start: a runtime root that cannot be made fails every python
+  // session (each tries again, so one made later by the operator works).
+  if (auto ready = PrepareRuntimeRoot(context.runtime_root); !ready) {
+    LogWarning("python_sessions_unavailable", {{"runtime_dir", context.runtime_root},
+                                               {"message", ready.error().what()},
+                                               {"fix", RuntimeRootFix(context.runtime_root)}});
+  }
   return [context](const std::string& session_id, contain::Spec spec, Runtime::Events events)
              -> std::expected<std::unique_ptr<Runtime>, contain::AdmitError> {
     auto kernel = Kernel::Start(context, session_id, std::move(spec), std::move(events));
@@ -138,12 +165,14 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
   // A private runtime directory, 0700; short, for the socket paths. The
   // root is traversable, not listable: a sandbox's root must reach its own
   // directory to bind it, and nothing else there.
-  std::error_code ec;
-  std::filesystem::create_directories(context.runtime_root, ec);
-  ::chmod(context.runtime_root.c_str(), 0711);
+  if (auto ready = PrepareRuntimeRoot(context.runtime_root); !ready) {
+    return Unservable(ready.error().what());
+  }
   k->runtime_dir_ = context.runtime_root + "/" + sys::RandomHex(6);
   if (::mkdir(k->runtime_dir_.c_str(), 0700) != 0) {
-    return Internal("mkdir(\"" + k->runtime_dir_ + "\"): " + std::strerror(errno));
+    const std::string dir = k->runtime_dir_;
+    k->runtime_dir_.clear();  // not ours to remove
+    return Internal(sys::Error::FromErrno("mkdir(\"" + dir + "\")").message());
   }
   const bool isolated = spec.isolation.enabled();
   if (isolated) spec.isolation.binds.push_back({k->runtime_dir_, kKernelDir, true});

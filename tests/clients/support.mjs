@@ -84,6 +84,20 @@ export async function removeCgroupRoot(root, withinMs = 5000) {
 
 // `cordon serve` ($CORDON_BINARY) on 127.0.0.1:0; `name` names its
 // directory and cgroup root.
+// Disposes @jupyterlab/services managers for good. @lumino/polling's
+// Poll.dispose() leaves its next tick's timer armed (the tick only checks
+// for disposal when it fires), which holds node's event loop, and so the
+// test process, up to a poll interval after the last test: 61 s for the
+// kernelspec manager. The pinned version keeps that timer in `_timeout`.
+export function disposeManagers(...managers) {
+  for (const manager of managers) {
+    if (!manager) continue;
+    const polls = Object.values(manager).filter((value) => value?.constructor?.name === 'Poll');
+    manager.dispose();
+    for (const poll of polls) clearTimeout(poll._timeout);
+  }
+}
+
 export class Daemon {
   constructor(name) {
     this.binary = process.env.CORDON_BINARY || 'build/cordon';

@@ -14,8 +14,11 @@ serial console (build/hosts/results/CELL/console.log).
   hosts.py markdown          the last smoke's matrix as a Markdown table
 
 A cell whose kernel cannot be had (fetch-kernel.sh) is SKIPPED with the
-reason, never passed. A cell that does not finish within its timeout is
-TIMEOUT (its VM killed), and fails. Exit 0 when no cell failed.
+reason, never passed; so is a container cell whose podman, crun or root
+filesystem cannot be had (tests/hosts/container/prepare.sh, started in the
+background here and, by make test, before ctest; the cells wait for it).
+A cell that does not finish within its timeout is TIMEOUT (its VM
+killed), and fails. Exit 0 when no cell failed.
 Environment: HOSTS_JOBS (VMs at once, default 2), HOSTS_SMP (vCPUs per VM,
 default 1), HOSTS_TIMEOUT (seconds per cell; default 240 smoke, 1800 full),
 HOSTS_CELLS (a space-separated list instead of the arguments), HOSTS_SUITES
@@ -84,11 +87,22 @@ CELLS = [
          state="tmpfs", userns="0"),
     # This machine as it is (6.18, hybrid, root): no VM.
     dict(name="host", short="host-6.18", kind="direct"),
-    # cordon inside a container (another part of issue 12): run by
-    # tests/hosts/container/run.sh (its default containers, BUILD in its
-    # environment) when that exists; in make test-hosts only (see run_cell).
-    dict(name="container", short="container", kind="container"),
+    # cordon inside a container, as a Kubernetes pod runs it (podman +
+    # crun, a debootstrap root filesystem): tests/hosts/container/run.sh,
+    # once with a container's default capabilities and seccomp profile and
+    # once privileged (as deploy/kubernetes/ runs it). Its preparation
+    # (prepare.sh: packages, debootstrap) starts in the background before
+    # the VMs (and, in make test, before ctest); the cells wait for it.
+    dict(name="container-default", short="ctr-default", kind="container", container="default"),
+    dict(name="container-privileged", short="ctr-priv", kind="container", container="privileged"),
+    # The Containerfile built with podman (its base image imported from
+    # the same root filesystem: no registry here) and run as the
+    # Deployment runs it: 30-50 s, so in make test-hosts only.
+    dict(name="container-image", short="ctr-image", kind="container", container="image", only="full"),
 ]
+# How long a container cell waits for its preparation beyond the cell's
+# own timeout (run.sh's CONTAINER_PREPARE_WAIT): ~4 minutes from nothing.
+CONTAINER_PREPARE_WAIT = 900
 
 
 def log(msg):
@@ -203,24 +217,78 @@ def run_direct(mode, out, timeout):
         shutil.rmtree(state, ignore_errors=True)
 
 
-def run_container(mode, out, timeout):
-    """The container cell's own driver (tests/hosts/container/run.sh, its
-    default containers; the same in both modes). It prints "SKIPPED: why"
-    and exits 0 when podman, crun or its root filesystem cannot be had."""
+def start_container_preparation():
+    """prepare.sh --background: nothing to do when its cache is warm or
+    one is under way (make test starts it before ctest)."""
+    prep = os.path.join(HERE, "container", "prepare.sh")
+    if os.access(prep, os.X_OK):
+        subprocess.run([prep, "--background"], env=dict(os.environ, BUILD=BUILD),
+                       stdin=subprocess.DEVNULL)
+
+
+def container_result(which, seconds):
+    """smoke.json's shape from guest.py's `CELL {json}` lines: a check whose
+    claim is "enforced (MECHANISM)" or "not enforced" is a capability,
+    anything else a step; for the matrix table."""
+    rows, steps = [], []
+    try:
+        lines = open(os.path.join(HOSTS, "container", f"{which}.log"), errors="replace").read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if not line.startswith("CELL "):
+            continue
+        try:
+            x = json.loads(line[5:])
+        except json.JSONDecodeError:
+            continue
+        claim = x["claim"]
+        if claim.startswith("enforced (") or claim == "not enforced":
+            rows.append({"capability": x["check"], "claimed": claim != "not enforced",
+                         "mechanism": claim[len("enforced ("):-1] if claim != "not enforced" else None,
+                         "observed": x["observed"], "agree": bool(x["ok"]), "detail": x["detail"]})
+        else:
+            # The smoke's names for the same steps, so the table lines up.
+            name = {"daemon starts": "daemon start", "standard run": "daemon run",
+                    "SIGKILL + restart": "SIGKILL and restart",
+                    "process_tree": "process_tree degraded, and said so"}.get(x["check"], x["check"])
+            steps.append({"step": name, "ok": bool(x["ok"]),
+                          "detail": f"{claim}: {x['observed']}"})
+    if not rows and not steps:
+        return None
+    return {"cell": f"container-{which}", "seconds": seconds, "capabilities": rows, "steps": steps,
+            "passed": all(r["agree"] for r in rows) and all(st["ok"] for st in steps)}
+
+
+def run_container(c, mode, out, timeout):
+    """The container cell's own driver (tests/hosts/container/run.sh, one
+    container per cell; the same checks in both modes). It prints
+    "SKIPPED: why" and exits 0 when podman, crun or its root filesystem
+    cannot be had; it first waits for the preparation under way."""
     hook = os.path.join(HERE, "container", "run.sh")
     if not os.access(hook, os.X_OK):
         return "SKIPPED", "no tests/hosts/container/run.sh (the container cell is not provided)", {}
     console = os.path.join(out, "console.log")
+    t = time.monotonic()
     with open(console, "w") as con:
         try:
-            p = subprocess.run([hook], stdout=con, stderr=subprocess.STDOUT, timeout=timeout,
-                               stdin=subprocess.DEVNULL, env=dict(os.environ, BUILD=BUILD))
+            p = subprocess.run([hook, c["container"]], stdout=con, stderr=subprocess.STDOUT,
+                               timeout=timeout + CONTAINER_PREPARE_WAIT, stdin=subprocess.DEVNULL,
+                               env=dict(os.environ, BUILD=BUILD, CONTAINER_BIN=BIN,
+                                        CONTAINER_PREPARE_WAIT=str(CONTAINER_PREPARE_WAIT)))
         except subprocess.TimeoutExpired:
-            return "TIMEOUT", f"not done within {timeout}s ({console})", {}
-    skips = [l for l in open(console, errors="replace").read().splitlines() if "SKIPPED:" in l]
+            return "TIMEOUT", f"not done within {timeout + CONTAINER_PREPARE_WAIT}s ({console})", {}
+    text = open(console, errors="replace").read()
+    skips = [l for l in text.splitlines() if "SKIPPED:" in l]
     if p.returncode == 0 and skips:
         return "SKIPPED", skips[-1].split("SKIPPED:", 1)[1].strip(), {}
-    return ("PASSED" if p.returncode == 0 else "FAILED"), f"exit {p.returncode} ({console})", {}
+    result = container_result(c["container"], round(time.monotonic() - t, 1))
+    if result is not None:
+        with open(os.path.join(out, "smoke.json" if mode == "smoke" else "suites.json"), "w") as f:
+            json.dump(result if mode == "smoke" else {"suites": []}, f, indent=1)
+    ends = [l for l in text.splitlines() if l.startswith("container cell: ")]
+    return (("PASSED" if p.returncode == 0 else "FAILED"),
+            f"exit {p.returncode}: {ends[0] if ends else console}", {"kernel": os.uname().release})
 
 
 def run_cell(c, mode, timeout):
@@ -232,14 +300,8 @@ def run_cell(c, mode, timeout):
     kind = c.get("kind", "vm")
     if kind == "direct":
         status, detail, info = run_direct(mode, out, timeout)
-    elif kind == "container" and mode == "smoke" and os.environ.get("HOSTS_CONTAINER") != "1":
-        # Its root filesystem is made by debootstrap (~4 minutes on a fresh
-        # machine, podman and crun installed first): too long for the smoke
-        # in `make test`. `make test-hosts` runs it (HOSTS_CONTAINER=1 here).
-        status, detail, info = ("SKIPPED", "the container cell runs in make test-hosts, not in the "
-                                "smoke (debootstrap takes ~4 min); HOSTS_CONTAINER=1 adds it", {})
     elif kind == "container":
-        status, detail, info = run_container(mode, out, timeout)
+        status, detail, info = run_container(c, mode, out, timeout)
     else:
         status, detail, info = run_vm(c, mode, out, timeout)
     info.update(cell=c["name"], short=c.get("short", c["name"]), status=status, detail=detail,
@@ -346,7 +408,7 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     names = argv[1:] or os.environ.get("HOSTS_CELLS", "").split()
-    cells = [c for c in CELLS if not names or c["name"] in names]
+    cells = [c for c in CELLS if (not names and c.get("only", mode) == mode) or c["name"] in names]
     unknown = set(names) - {c["name"] for c in CELLS}
     if unknown:
         print(f"hosts.py: unknown cell(s) {sorted(unknown)}; `hosts.py list` names them", file=sys.stderr)
@@ -360,6 +422,8 @@ def main():
     jobs = int(os.environ.get("HOSTS_JOBS", "2"))
     os.makedirs(RESULTS, exist_ok=True)
     t0 = time.monotonic()
+    if any(c.get("kind") == "container" for c in cells):
+        start_container_preparation()
     try:
         snapshot_binaries()
     except OSError as e:

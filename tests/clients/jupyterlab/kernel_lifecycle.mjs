@@ -24,7 +24,7 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import {
-  cgroupMounts, Daemon, loadPinned, removeCgroupRoot, SANITIZER_MARKS,
+  cgroupMounts, Daemon, disposeManagers, loadPinned, removeCgroupRoot, SANITIZER_MARKS,
 } from '../support.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -176,8 +176,7 @@ before(async () => {
 
 after(async () => {
   for (const k of connections) k.dispose();
-  kernelManager?.dispose();
-  specManager?.dispose();
+  disposeManagers(kernelManager, specManager);
   if (!daemon.exit && daemon.proc) await daemon.stop().catch(() => {});
   if (daemon.exit && (daemon.exit.signal || daemon.exit.code !== 0)) await daemon.reap();
   await removeCgroupRoot(daemon.cgroupRoot);
@@ -380,6 +379,7 @@ test('7. two connections on one kernel, closing in either order', async () => {
 test('the daemon exits 0 on SIGTERM with a clean log; its cgroups go', async () => {
   daemon.assertAlive();
   for (const k of connections) k.dispose();
+  disposeManagers(kernelManager, specManager);
   const status = await daemon.stop();
   const log = fs.readFileSync(daemon.logPath, 'utf8');
   const reports = SANITIZER_MARKS.filter((mark) => log.includes(mark));

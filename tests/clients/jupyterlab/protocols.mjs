@@ -21,7 +21,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { Daemon, loadPinned, removeCgroupRoot } from '../support.mjs';
+import { Daemon, disposeManagers, loadPinned, removeCgroupRoot } from '../support.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const V1 = 'v1.kernel.websocket.jupyter.org';
@@ -137,7 +137,7 @@ for (const [protocol, socketClass] of [[V1, WebSocket], ['', PlainWebSocket]]) {
         baseUrl: daemon.url, token: daemon.token, WebSocket: socketClass, appendToken: true,
       });
       const manager = new KernelManager({ serverSettings: settings });
-      t.after(() => manager.dispose());
+      t.after(() => disposeManagers(manager));
       await within(manager.ready, 'the kernel manager');
       const kernel = await within(manager.startNew({ name: 'python3' }), 'POST /api/kernels');
       t.after(() => kernel.dispose());

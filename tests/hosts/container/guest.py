@@ -26,6 +26,9 @@ CORDON = "/usr/local/bin/cordon"
 STATE = "/var/lib/cordon"
 PORT = 7419
 MODE = sys.argv[1] if len(sys.argv) > 1 else "default"
+# The Deployment's token: a read-only secret file (run.sh mounts one in the
+# privileged container); else the one cordon serve makes in its state dir.
+TOKEN_FILE = os.environ.get("CORDON_CELL_TOKEN_FILE") or STATE + "/token"
 results = []
 
 
@@ -48,7 +51,8 @@ class Daemon:
         except FileNotFoundError:
             pass
         self.proc = subprocess.Popen(
-            [CORDON, "serve", "--state-dir", STATE, "--listen", "127.0.0.1:%d" % PORT],
+            [CORDON, "serve", "--state-dir", STATE, "--listen", "127.0.0.1:%d" % PORT]
+            + (["--token-file", TOKEN_FILE] if "CORDON_CELL_TOKEN_FILE" in os.environ else []),
             stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -56,7 +60,7 @@ class Daemon:
                 return "exited with status %d" % self.proc.returncode
             if os.path.exists(STATE + "/serve.json"):
                 try:
-                    self.token = open(STATE + "/token").read().strip()
+                    self.token = open(TOKEN_FILE).read().strip()
                     status, body = self.call("GET", "/v1/health")
                     if status == 200:
                         return None
@@ -154,14 +158,14 @@ def main():
               "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -d '\\t' | tr '\\n' ' ';"
               "echo; if echo x > /etc/cordon-cell-write 2>/dev/null; then echo etc=writable;"
               " else echo etc=refused; fi;"
-              "if cat %s/token >/dev/null 2>&1; then echo token=readable; else echo token=hidden; fi;"
+              "if cat %s >/dev/null 2>&1; then echo token=readable; else echo token=hidden; fi;"
               # (Without a network namespace seccomp refuses IP sockets:
               # socket() itself failing is "unreachable" too.)
               "/usr/bin/python3 -c 'import socket\ntry:\n"
               "    s = socket.socket(); s.settimeout(2); r = s.connect_ex((\"127.0.0.1\", %d))\n"
               "except OSError:\n    r = -1\n"
               "print(\"daemon_port=\" + (\"reachable\" if r == 0 else \"unreachable\"))'"
-              % (STATE, PORT))
+              % (TOKEN_FILE, PORT))
     status, r = run(d, script)
     std_ok = status == 200 and r.get("outcome") == "exited" and r.get("exit_code") == 0
     record("standard run", "isolation claimed: " + (", ".join(claimed) or "none"),
@@ -194,6 +198,31 @@ def main():
             observed, ok = observe[cap]
             record(cap, claim, observed, ok, reason)
 
+    # Where the namespaces are disclaimed, the reason is the cause this
+    # container shows: its seccomp filter, else its masked /proc (paths
+    # mounted over, which make the kernel refuse a sandbox a fresh procfs),
+    # with the fix that unmasks it.
+    iso_probe = probe.get("isolation", {})
+    masked = [line.split()[4] for line in open("/proc/self/mountinfo")
+              if line.split()[4].startswith("/proc/")]
+    filtered = "\nSeccomp:\t2" in open("/proc/self/status").read()
+    why = (iso_probe.get("namespaces_problem") or "") + "; fix: " + (
+        iso_probe.get("namespaces_fix") or "")
+    if iso_probe.get("namespaces"):
+        ok, seen = std_ok, "namespaces claimed; the standard run %s" % (
+            "ran" if std_ok else "failed")
+    elif filtered:
+        ok, seen = "seccomp" in why, "under a seccomp filter; the reason names it: %s" % (
+            "seccomp" in why)
+    elif masked:
+        ok = "/proc" in why and "unmask" in why
+        seen = "%d paths masked in /proc (%s); the reason names /proc and the fix: %s" % (
+            len(masked), ", ".join(masked[:3]), ok)
+    else:
+        ok, seen = bool(iso_probe.get("namespaces_problem")), "no filter, /proc unmasked"
+    record("namespaces", "claimed" if iso_probe.get("namespaces") else "disclaimed", seen, ok,
+           why if not iso_probe.get("namespaces") else "")
+
     # Runs work with what is left (limits and teardown only), whatever the
     # isolation claims are.
     status, r = run(d, "echo none-ok", isolation="none")
@@ -216,7 +245,9 @@ def main():
             err = r.get("error", {}) if status != 200 else {}
             missing = [m.get("capability") for m in err.get("missing", [])]
             ok = status == 400 and err.get("code") == "refused" and cap in missing
-            observed = "refused when asked for" if ok else describe(status, r)
+            # A disclaimed bound that is accepted anyway: what it did.
+            observed = ("refused when asked for" if ok else
+                        "not refused: " + show(r) if status == 200 else describe(status, r))
         record(cap, claim, observed, ok, reason)
 
     # b"x" * n writes every page (a bytearray's zeroed pages would not

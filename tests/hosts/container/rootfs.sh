@@ -6,6 +6,15 @@
 # the package list below changes. cordon's binaries are not part of the
 # cache: run.sh copies the current build in before every run.
 #
+# The new tree is made beside the old one ($1.new) and renamed into place
+# only when it is complete (its stamp file written last, inside it), so an
+# interrupted or failed run never leaves a partial tree where run.sh looks;
+# debootstrap's own mounts (proc, sys, a bind of /dev) are made in a mount
+# namespace of its own, so they vanish with it even when it is killed, and
+# the next run's `rm -rf` of a leftover tree cannot reach the host's /dev.
+# Callers serialize through prepare.sh's lock (FRESH=1: make it again even
+# when the cache is current).
+#
 # Prints "rootfs: <dir> (cached|made in N s)" on success. Exits 3 with
 # "SKIPPED: <reason>" on stdout when it cannot be had (no debootstrap, not
 # root, the archive unreachable), so run.sh can report the cell skipped.
@@ -50,7 +59,9 @@ mirror() {
 
 stamp="$rootfs/.cordon-rootfs"
 want="suite=$SUITE packages=$BASE,$EXTRA"
-if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+if [[ ${FRESH:-0} != 1 && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+  # What an interrupted run left beside it (see above) goes now.
+  rm -rf --one-file-system "$rootfs.new" "$rootfs.old"
   echo "rootfs: $rootfs (cached)"
   exit 0
 fi
@@ -62,16 +73,16 @@ command -v debootstrap >/dev/null ||
 url=$(mirror)
 start=$(date +%s)
 tmp="$rootfs.new"
-rm -rf "$tmp" "$rootfs"
+rm -rf --one-file-system "$tmp" "$rootfs.old"
 mkdir -p "$(dirname "$rootfs")"
 # minbase: dpkg, apt and the Essential set; the run-time packages on top.
 # Twice: a download from the archive was once seen to end debootstrap
 # without a message; a second try starts from a clean tree.
 : >"$rootfs.log"
 for attempt in 1 2; do
-  rm -rf "$tmp"
+  rm -rf --one-file-system "$tmp"
   status=0
-  debootstrap --variant=minbase --include="$BASE" "$SUITE" "$tmp" "$url" \
+  unshare --mount --propagation private debootstrap --variant=minbase --include="$BASE" "$SUITE" "$tmp" "$url" \
     >>"$rootfs.log" 2>&1 || status=$?
   ((status == 0)) && break
   echo "debootstrap attempt $attempt exited with status $status" >>"$rootfs.log"
@@ -96,5 +107,8 @@ chroot "$tmp" apt-get clean
 # Package caches are not part of an image.
 rm -rf "$tmp"/var/lib/apt/lists/*
 echo "$want" >"$tmp/.cordon-rootfs"
+# The old tree (stale, or --fresh) is replaced only now.
+[[ -e $rootfs ]] && mv "$rootfs" "$rootfs.old"
 mv "$tmp" "$rootfs"
+rm -rf --one-file-system "$rootfs.old"
 echo "rootfs: $rootfs (made in $(($(date +%s) - start)) s from $url)"
