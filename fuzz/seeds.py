@@ -198,6 +198,20 @@ SEEDS = {
         "3:memory,pids:/x\n3:memory:/y\n",
         "bad line\n--\nno colons\n",
     ],
+    "mcp_jsonrpc": [
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}',
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"run","arguments":{"command":"echo hi"},"_meta":{"progressToken":7}}}',
+        '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"user"}}',
+        '{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"info"}}',
+        '{"jsonrpc":"2.0","id":9,"result":{}}',
+        '{"jsonrpc":"2.0","id":9,"error":{"code":-32601,"message":"no"}}',
+        '[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
+        '{"jsonrpc":"2.0","id":1.5,"method":"ping","params":[1]}',
+        '{"jsonrpc":"1.0","id":null,"method":3}',
+        '{"jsonrpc":"2.0","id":18446744073709551615,"method":"x\\u0000y","params":{"a":1e400}}',
+        '{"jsonrpc":"2.0","id":"\udcff\udcfe","method":"ping"}',
+    ],
     "cgroup_procs": ["1234\n5678\n", "", "1\n", "99999999999\n12\n", "12 x 13\n\n14"],
 }
 

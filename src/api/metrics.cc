@@ -71,6 +71,13 @@ std::string Metrics::Render(size_t runs_active, size_t sessions_live,
     out += "cordon_http_requests_total{status=\"" + std::to_string(status) + "\"} " +
            std::to_string(n) + "\n";
   }
+  out += Header("cordon_mcp_tool_calls_total",
+                "MCP tools/call requests answered, by tool and result (ok, error, cancelled).",
+                "counter");
+  for (const auto& [key, n] : mcp_tool_calls) {
+    out += "cordon_mcp_tool_calls_total{tool=\"" + key.first + "\",result=\"" + key.second +
+           "\"} " + std::to_string(n) + "\n";
+  }
   out += spawn_seconds.Render("cordon_spawn_seconds",
                               "Time to start a run's process or a session's shell.");
   out += teardown_seconds.Render("cordon_teardown_seconds",

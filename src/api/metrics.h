@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 namespace cordon::api {
 
@@ -31,9 +32,12 @@ struct Metrics {
   uint64_t session_execs = 0;
   std::map<std::string, uint64_t> runtimes_died;  // by session kind
   uint64_t bytes_captured = 0;                    // stdout + stderr kept, runs and executions
-  Histogram spawn_seconds;                        // a run's launch, a session's start to ready
-  Histogram teardown_seconds;                     // from teardown's start to verified death
-  Histogram exec_seconds;                         // a session execution
+  // MCP tools/call requests answered (src/mcp/server.cc), by tool and by
+  // result: "ok", "error" (isError, or a JSON-RPC error) or "cancelled".
+  std::map<std::pair<std::string, std::string>, uint64_t> mcp_tool_calls;
+  Histogram spawn_seconds;     // a run's launch, a session's start to ready
+  Histogram teardown_seconds;  // from teardown's start to verified death
+  Histogram exec_seconds;      // a session execution
 
   // `sessions_live` and `sessions_quarantined` are read when rendering.
   std::string Render(size_t runs_active, size_t sessions_live, size_t sessions_quarantined) const;

@@ -38,9 +38,10 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
   });
 }
 
-uint64_t Runs::Submit(contain::Spec spec, const std::string& request_id, Done done) {
+uint64_t Runs::Submit(contain::Spec spec, const std::string& request_id, Done done, Output output) {
   auto active = std::make_unique<Active>();
   active->done = done;
+  active->output = std::move(output);
   auto id = Launch(std::move(spec), std::move(active), request_id);
   if (!id) {
     done(std::unexpected(id.error()));
@@ -117,6 +118,7 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
   exec_options.verify_timeout = options_.verify_timeout;
   exec_options.on_output = [this, run](run::StreamId id, std::string_view bytes) {
     metrics_.bytes_captured += bytes.size();
+    if (run->output) run->output(id, bytes);
     if (!run->streaming) return;
     json event = {{"type", id == run::StreamId::kStdout ? "stdout" : "stderr"},
                   {"data", std::string(bytes)}};

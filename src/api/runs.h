@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "api/asio_reactor.h"
 #include "api/http.h"
@@ -46,20 +47,28 @@ class Runs final {
   // The same admission and engine as Start, for a spec parsed elsewhere (the
   // MCP tools, src/mcp): `done` gets the result, or the error that refused
   // the run (then at once, before Submit returns). Returns the run's id,
-  // for Cancel; 0 when it was refused.
+  // for Cancel; 0 when it was refused. `output`, when set, sees each chunk
+  // of output as it is captured (MCP's progress notifications).
   using Done = std::function<void(std::expected<run::RunResult, ApiError>)>;
-  uint64_t Submit(contain::Spec spec, const std::string& request_id, Done done);
+  using Output = std::function<void(run::StreamId stream, std::string_view bytes)>;
+  uint64_t Submit(contain::Spec spec, const std::string& request_id, Done done,
+                  Output output = nullptr);
   // Tears a run down (recorded `cancelled`); its result still comes.
   void Cancel(uint64_t id);
 
   // Cancels every run; `drained(all_dead)` once none is left.
   void Stop(std::function<void(bool)> drained);
   size_t active() const { return runs_.size(); }
+  // What the MCP server shares with the runs: the loop (its timers) and
+  // the counters of /metrics.
+  AsioReactor& reactor() { return reactor_; }
+  Metrics& metrics() { return metrics_; }
 
  private:
   struct Active {
     std::shared_ptr<Exchange> exchange;  // null for a Submit
     Done done;                           // a Submit's; null for Start
+    Output output;                       // a Submit's, or null
     std::unique_ptr<run::Execution> execution;
     std::string scratch;  // a workspace made for the run, removed afterwards
     bool streaming = false;

@@ -54,15 +54,20 @@ std::optional<api::ApiError> CheckOrigin(const api::Header& header) {
 
 void HttpTransport::Expire() {
   const auto now = Clock::now();
+  // An ended session takes its calls and the cordon sessions it made along.
+  auto end = [&](auto it) {
+    server_.Close(it->second->connection);
+    return sessions_.erase(it);
+  };
   for (auto it = sessions_.begin(); it != sessions_.end();) {
-    it = now - it->second->last_used > options_.idle_ttl ? sessions_.erase(it) : std::next(it);
+    it = now - it->second->last_used > options_.idle_ttl ? end(it) : std::next(it);
   }
   while (sessions_.size() >= options_.max_sessions) {
     auto oldest = sessions_.begin();
     for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
       if (it->second->last_used < oldest->second->last_used) oldest = it;
     }
-    sessions_.erase(oldest);
+    end(oldest);
   }
 }
 
@@ -94,6 +99,7 @@ void HttpTransport::Handle(const api::Request& request, const std::shared_ptr<ap
           ex, 404, kInvalidRequest,
           "Mcp-Session-Id: no session " + session_id + " (ended or expired): initialize a new one");
     }
+    server_.Close(find()->connection);
     sessions_.erase(session_id);
     return ex->Respond(204, "", "");
   }
@@ -157,7 +163,39 @@ void HttpTransport::Handle(const api::Request& request, const std::shared_ptr<ap
     server_.Handle(session->connection, *message, [](json) {});
     return ex->Respond(202, "", "");
   }
-  server_.Handle(session->connection, *message, answer({}));
+  // The answer to this POST: JSON, unless a notification came first; then
+  // an SSE stream (the spec's other form of the answer), which the response
+  // ends. A cancelled request's stream ends without one (the client is no
+  // longer waiting; it must not wait on the POST either).
+  struct Answer {
+    bool streaming = false;
+    bool ended = false;
+  };
+  auto state = std::make_shared<Answer>();
+  auto event = [](const json& message) {
+    return "event: message\ndata: " + sys::JsonText(message) + "\n\n";
+  };
+  auto begin = [ex, state] {
+    if (state->streaming) return;
+    state->streaming = true;
+    ex->BeginStream(200, "text/event-stream");
+  };
+  auto notify = [ex, state, begin, event](json notification) {
+    if (state->ended) return;
+    begin();
+    ex->Stream(event(notification));
+  };
+  auto reply = [ex, state, begin, event](json response) {
+    if (state->ended) return;
+    state->ended = true;
+    if (!state->streaming && !response.is_null()) {
+      return ex->Respond(200, sys::JsonText(response) + "\n", "application/json");
+    }
+    begin();
+    if (!response.is_null()) ex->Stream(event(response));
+    ex->EndStream();
+  };
+  server_.Handle(session->connection, *message, std::move(reply), std::move(notify));
 }
 
 }  // namespace cordon::mcp

@@ -1,6 +1,9 @@
 // MCP's Streamable HTTP transport at /mcp in the daemon: a POST carries
-// one message and is answered with JSON (never an SSE stream yet); GET
-// (the server's own stream) is 405; DELETE ends a session. A session
+// one message and is answered with JSON, or, once the request has a
+// notification to send first (its progress, a log event), with an SSE
+// stream of those and then the response; GET (the server's own stream)
+// is 405; DELETE ends a session, and with it the calls it has in flight
+// and the cordon sessions its tools created (as does its expiry). A session
 // (Mcp-Session-Id) is issued by initialize and required on every request
 // after it: 400 without it, 404 once it is unknown or expired. The token
 // is the daemon's, checked before this sees a request (401 with

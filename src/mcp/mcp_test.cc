@@ -134,5 +134,21 @@ TEST(Versions, NegotiatesDownAndFallsBackToTheNewest) {
   EXPECT_EQ(kProtocolVersions[0], "2025-11-25");
 }
 
+TEST(Logging, LevelsAreRfc5424sLeastSevereFirst) {
+  EXPECT_EQ(LogLevel("debug"), 0);
+  EXPECT_LT(LogLevel("info"), LogLevel("warning"));
+  EXPECT_LT(LogLevel("error"), LogLevel("emergency"));
+  EXPECT_EQ(LogLevel("emergency"), static_cast<int>(std::size(kLogLevels)) - 1);
+  EXPECT_EQ(LogLevel("chatty"), -1);
+  EXPECT_EQ(LogLevel(""), -1);
+  // A new connection hears nothing until it asks (logging/setLevel).
+  Connection c;
+  EXPECT_GT(c.state->log_level, LogLevel("emergency"));
+}
+
+TEST(Progress, IsSentWellWithinTheFiveSecondsTheIssueAsks) {
+  EXPECT_LE(kProgressEvery, std::chrono::milliseconds(2500));
+}
+
 }  // namespace
 }  // namespace cordon::mcp

@@ -1,6 +1,10 @@
 #include "mcp/server.h"
 
+#include <boost/asio/steady_timer.hpp>
+#include <utility>
+
 #include "api/log.h"
+#include "mcp/output.h"
 
 #ifndef CORDON_VERSION
 #define CORDON_VERSION "dev"
@@ -17,17 +21,162 @@ bool SupportedVersion(std::string_view version) {
   return false;
 }
 
-void Server::HandleText(Connection& connection, std::string_view text, Reply reply) {
-  auto message = Parse(text);
-  if (!message) return reply(ErrorResponse(message.error()));
-  Handle(connection, *message, std::move(reply));
+int LogLevel(std::string_view name) {
+  for (size_t i = 0; i < std::size(kLogLevels); ++i) {
+    if (kLogLevels[i] == name) return static_cast<int>(i);
+  }
+  return -1;
 }
 
-void Server::Handle(Connection& c, const Message& m, Reply reply) {
+namespace {
+
+// The most of an output line a progress message carries.
+constexpr size_t kProgressLine = 200;
+
+std::string Seconds(std::chrono::steady_clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+}
+
+}  // namespace
+
+// One tools/call, from the request until it is answered or cancelled: its
+// progress notifications (while it lasts, when it has a progressToken), its
+// log events, its cancellation, and its count in /metrics.
+class ToolCall final : public CallContext, public std::enable_shared_from_this<ToolCall> {
+ public:
+  ToolCall(boost::asio::io_context& io, api::Metrics& metrics, std::string tool, json id,
+           json token, Server::Reply reply, Server::Notify notify,
+           std::weak_ptr<ConnectionState> connection)
+      : timer_(io),
+        metrics_(metrics),
+        tool_(std::move(tool)),
+        id_(std::move(id)),
+        token_(std::move(token)),
+        reply_(std::move(reply)),
+        notify_(std::move(notify)),
+        connection_(std::move(connection)) {}
+
+  void Start() {
+    if (!token_.is_null() && notify_) Arm();
+  }
+
+  // The tool's answer; dropped once the call was cancelled.
+  void Finish(json result) {
+    if (answered_) return;
+    Answered(result.value("isError", false) ? "error" : "ok");
+    reply_(Response(id_, std::move(result)));
+  }
+
+  void Cancel(const std::string& reason) {
+    if (answered_) return;
+    auto cancel = std::exchange(cancel_, nullptr);
+    Answered("cancelled");
+    api::Log("info", "mcp_call_cancelled",
+             {{"tool", tool_}, {"request_id", id_}, {"reason", reason}});
+    // The response is not sent (the spec: the client no longer waits for
+    // it); the transport ends what it must.
+    reply_(nullptr);
+    if (cancel) cancel();
+  }
+
+  void Output(std::string_view bytes) override {
+    // The latest line: an unfinished one as soon as it has something.
+    for (char c : bytes) {
+      if (c == '\n' || c == '\r') {
+        if (!current_.empty()) last_ = std::exchange(current_, std::string());
+      } else if (current_.size() < 4 * kProgressLine) {
+        current_.push_back(c);
+      }
+    }
+  }
+
+  void OnCancel(std::function<void()> cancel) override {
+    if (!answered_) cancel_ = std::move(cancel);
+  }
+
+  void Log(std::string_view level, std::string_view event, json fields) override {
+    json data = fields.is_object() ? fields : json::object();
+    data["tool"] = tool_;
+    // On stderr, "mcp_" tells these from the engine's own events.
+    api::Log(level, "mcp_" + std::string(event), data);
+    data["event"] = event;
+    auto connection = connection_.lock();
+    if (!connection || !notify_ || LogLevel(level) < connection->log_level) return;
+    notify_(Notification("notifications/message",
+                         {{"level", level}, {"logger", "cordon"}, {"data", std::move(data)}}));
+  }
+
+  void SessionCreated(const std::string& id) override {
+    if (auto connection = connection_.lock()) connection->sessions.insert(id);
+  }
+  void SessionClosed(const std::string& id) override {
+    if (auto connection = connection_.lock()) connection->sessions.erase(id);
+  }
+
+ private:
+  void Answered(const char* result) {
+    answered_ = true;
+    timer_.cancel();
+    cancel_ = nullptr;  // what it holds (a session's exec line) is not kept past the answer
+    ++metrics_.mcp_tool_calls[{tool_, result}];
+    if (auto connection = connection_.lock()) {
+      auto it = connection->calls.find(id_.dump());
+      if (it != connection->calls.end() && it->second.lock().get() == this) {
+        connection->calls.erase(it);
+      }
+    }
+  }
+
+  void Arm() {
+    timer_.expires_after(kProgressEvery);
+    timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->answered_) return;
+      self->Progress();
+      self->Arm();
+    });
+  }
+
+  // progress: the seconds elapsed (increasing, as the spec requires; no
+  // total, since how long a command runs is not known); message: its
+  // latest line of output, or how long it has run.
+  void Progress() {
+    const auto elapsed = std::chrono::steady_clock::now() - started_;
+    std::string line = current_.empty() ? last_ : current_;
+    line.resize(Utf8Cut(line, kProgressLine));
+    if (line.empty()) line = tool_ + ": running for " + Seconds(elapsed);
+    const double progress =
+        std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() / 1000.0;
+    notify_(Notification("notifications/progress",
+                         {{"progressToken", token_}, {"progress", progress}, {"message", line}}));
+  }
+
+  boost::asio::steady_timer timer_;
+  api::Metrics& metrics_;
+  const std::string tool_;
+  const json id_;
+  const json token_;  // null: no progress notifications
+  Server::Reply reply_;
+  Server::Notify notify_;
+  std::weak_ptr<ConnectionState> connection_;
+  std::function<void()> cancel_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::string current_, last_;
+  bool answered_ = false;
+};
+
+void Server::HandleText(Connection& connection, std::string_view text, Reply reply, Notify notify) {
+  auto message = Parse(text);
+  if (!message) return reply(ErrorResponse(message.error()));
+  Handle(connection, *message, std::move(reply), std::move(notify));
+}
+
+void Server::Handle(Connection& c, const Message& m, Reply reply, Notify notify) {
   if (m.kind == Message::Kind::kResponse) return;  // cordon sends no requests yet
   if (m.kind == Message::Kind::kNotification) {
     if (m.method == "notifications/initialized") c.initialized = true;
-    // Others (notifications/cancelled, ...) are not acted on yet.
+    if (m.method == "notifications/cancelled") Cancelled(c, m);
+    // Others (notifications/roots/list_changed, ...) need nothing.
     return;
   }
   auto fail = [&](int code, std::string message) {
@@ -44,9 +193,59 @@ void Server::Handle(Connection& c, const Message& m, Reply reply) {
     // One page: the table is short (params.cursor is ignored).
     return reply(Response(m.id, {{"tools", ToolList()}}));
   }
-  if (m.method == "tools/call") return CallTool(m, std::move(reply));
+  if (m.method == "tools/call") return CallTool(c, m, std::move(reply), std::move(notify));
+  if (m.method == "logging/setLevel") return SetLevel(c, m, reply);
   fail(kMethodNotFound, "method not found: " + m.method +
-                            " (this server has initialize, ping, tools/list and tools/call)");
+                            " (this server has initialize, ping, tools/list, tools/call and "
+                            "logging/setLevel)");
+}
+
+void Server::SetLevel(Connection& c, const Message& m, const Reply& reply) {
+  const json& p = m.params;
+  const std::string level = p.is_object() && p.contains("level") && p["level"].is_string()
+                                ? p["level"].get<std::string>()
+                                : "";
+  const int index = LogLevel(level);
+  if (index < 0) {
+    std::string known;
+    for (auto l : kLogLevels) known += (known.empty() ? "" : ", ") + std::string(l);
+    return reply(ErrorResponse(
+        RpcError{kInvalidParams,
+                 "params.level: is required, one of " + known + " (least severe first)", m.id}));
+  }
+  c.state->log_level = index;
+  reply(Response(m.id, json::object()));
+}
+
+void Server::Cancelled(Connection& c, const Message& m) {
+  const json& p = m.params;
+  if (!p.is_object() || !p.contains("requestId")) return;  // nothing to act on; no answer is owed
+  auto it = c.state->calls.find(p["requestId"].dump());
+  if (it == c.state->calls.end()) return;  // answered already, or never a call
+  std::shared_ptr<ToolCall> call = it->second.lock();
+  if (!call) return;
+  call->Cancel(p.value("reason", json("")).is_string() ? p.value("reason", std::string())
+                                                       : std::string());
+}
+
+void Server::Close(Connection& c) {
+  // Cancel removes each call from the map: take them out first.
+  auto calls = std::move(c.state->calls);
+  c.state->calls.clear();
+  for (auto& [id, weak] : calls) {
+    if (auto call = weak.lock()) call->Cancel("the MCP session ended");
+  }
+  auto sessions = std::move(c.state->sessions);
+  c.state->sessions.clear();
+  for (const auto& id : sessions) {
+    engine_.sessions.Delete(id, false, [id](session::Outcome<json> r) {
+      if (r)
+        return api::Log("info", "mcp_session_closed",
+                        {{"session_id", id}, {"why", "the MCP session ended"}});
+      api::Log("error", "mcp_session_close_failed",
+               {{"session_id", id}, {"error", r.error().message}});
+    });
+  }
 }
 
 void Server::Initialize(Connection& c, const Message& m, const Reply& reply) {
@@ -73,7 +272,7 @@ void Server::Initialize(Connection& c, const Message& m, const Reply& reply) {
   reply(Response(
       m.id,
       {{"protocolVersion", c.protocol_version},
-       {"capabilities", {{"tools", {{"listChanged", false}}}}},
+       {"capabilities", {{"tools", {{"listChanged", false}}}, {"logging", json::object()}}},
        {"serverInfo", {{"name", "cordon"}, {"version", CORDON_VERSION}}},
        {"instructions",
         "cordon runs commands in sandboxes whose every bound is observed. run: one command in a "
@@ -82,16 +281,20 @@ void Server::Initialize(Connection& c, const Message& m, const Reply& reply) {
         "files. A command that ran is never an error: read exit_code, timed_out, outcome."}}));
 }
 
-void Server::CallTool(const Message& m, Reply reply) {
+void Server::CallTool(Connection& c, const Message& m, Reply reply, Notify notify) {
   const json& p = m.params;
+  const Tool* tool = nullptr;
   auto fail = [&](std::string message) {
+    // Counted under the tool's name only when it is one: a label of
+    // /metrics takes no name a client made up.
+    ++engine_.runs.metrics().mcp_tool_calls[{tool ? tool->name : "unknown", "error"}];
     reply(ErrorResponse(RpcError{kInvalidParams, std::move(message), m.id}));
   };
   if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) {
     return fail("params.name: is required: the tool's name (see tools/list)");
   }
   const std::string name = p["name"].get<std::string>();
-  const Tool* tool = FindTool(name);
+  tool = FindTool(name);
   if (!tool) {
     std::string known;
     for (const auto& t : Tools()) known += (known.empty() ? "" : ", ") + t.name;
@@ -100,9 +303,19 @@ void Server::CallTool(const Message& m, Reply reply) {
   json arguments = p.value("arguments", json::object());
   if (arguments.is_null()) arguments = json::object();
   if (!arguments.is_object()) return fail("params.arguments: must be an object");
-  tool->call(engine_, arguments, [reply = std::move(reply), id = m.id](json result) {
-    reply(Response(id, std::move(result)));
-  });
+  json token = nullptr;
+  if (p.contains("_meta") && p["_meta"].is_object() && p["_meta"].contains("progressToken")) {
+    token = p["_meta"]["progressToken"];
+    if (!token.is_string() && !token.is_number_integer()) {
+      return fail("params._meta.progressToken: must be a string or an integer");
+    }
+  }
+  auto call =
+      std::make_shared<ToolCall>(engine_.runs.reactor().io(), engine_.runs.metrics(), name, m.id,
+                                 std::move(token), std::move(reply), std::move(notify), c.state);
+  c.state->calls[m.id.dump()] = call;
+  call->Start();
+  tool->call(engine_, call, arguments, [call](json result) { call->Finish(std::move(result)); });
 }
 
 }  // namespace cordon::mcp

@@ -103,7 +103,9 @@ int ServeStdio(api::DaemonOptions options) {
   Server& server = (*daemon)->mcp();
   Connection connection;
   // Every write is from the loop; one write(2) per message keeps it whole.
+  // A null response is a cancelled call's: nothing is sent for it.
   auto write = [](const json& message) {
+    if (message.is_null()) return;
     (void)sys::WriteAll(STDOUT_FILENO, sys::JsonText(message) + "\n");
   };
   int status = 0;
@@ -127,7 +129,7 @@ int ServeStdio(api::DaemonOptions options) {
   // reading one never blocks.
   Lines lines{io,
               [&](std::string line) {
-                if (!stopping) server.HandleText(connection, line, write);
+                if (!stopping) server.HandleText(connection, line, write, write);
               },
               [&] { stop("stdin closed"); }};
   lines.Start();

@@ -1,5 +1,8 @@
 #include "mcp/tools.h"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -76,9 +79,13 @@ json SessionBrief(const json& view) {
 
 json Schema(const char* text) { return json::parse(text); }
 
+// How long a cancelled shell exec has to come back after SIGINT: the
+// default grace of the timeout ladder (limits.grace_ms).
+constexpr std::chrono::milliseconds kCancelGrace{2000};
+
 // --- The tools. ---
 
-void Run(Engine& engine, const json& args, ToolDone done) {
+void Run(Engine& engine, const Call& call, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"command", "argv", "stdin", "timeout_ms", "env", "isolation",
                                     "network", "limits"})) {
     return done(ToolError(*unknown));
@@ -113,10 +120,19 @@ void Run(Engine& engine, const json& args, ToolDone done) {
   auto spec = api::ParseRun(body);
   if (!spec) return done(ToolError(Describe(spec.error(), renames)));
   const uint64_t limit = engine.output_limit;
-  engine.runs.Submit(
+  const uint64_t id = engine.runs.Submit(
       std::move(*spec), "mcp",
-      [done, limit, renames](std::expected<run::RunResult, api::ApiError> r) {
-        if (!r) return done(ToolError(Describe(r.error(), renames)));
+      [call, done, limit, renames](std::expected<run::RunResult, api::ApiError> r) {
+        if (!r) {
+          call->Log("warning", "run_refused", {{"error", Describe(r.error(), renames)}});
+          return done(ToolError(Describe(r.error(), renames)));
+        }
+        // The teardown's result, whether the client still waits for it or
+        // cancelled the call.
+        call->Log(r->release.dead ? "info" : "error", "run_finished",
+                  {{"grant_id", r->grant.id},
+                   {"outcome", run::OutcomeName(r->outcome)},
+                   {"dead", r->release.dead}});
         if (r->outcome == run::Outcome::kSetupFailed) {
           // The command never ran.
           json e = run::ToJson(*r)["setup_error"];
@@ -141,22 +157,34 @@ void Run(Engine& engine, const json& args, ToolDone done) {
                      {"oom_killed", r->oom_killed},
                      {"dead", r->release.dead},
                      {"duration_ms", r->usage.wall_ms}}));
-      });
+      },
+      [call](run::StreamId, std::string_view bytes) { call->Output(bytes); });
+  // Cancelled: torn down like a run whose client went away (verified,
+  // recorded `cancelled`); the result that follows is dropped.
+  if (id != 0) call->OnCancel([&runs = engine.runs, id] { runs.Cancel(id); });
 }
 
-void SessionCreate(Engine& engine, const json& args, ToolDone done) {
+void SessionCreate(Engine& engine, const Call& call, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"kind", "id", "env", "limits", "isolation", "ttl_s"})) {
     return done(ToolError(*unknown));
   }
   auto create = api::ParseSession(args);
   if (!create) return done(ToolError(Describe(create.error())));
-  engine.sessions.CreateSession(std::move(*create),
-                                [done](session::Outcome<session::Sessions::Created> r) {
-                                  if (!r) return done(ToolError(Describe(r.error())));
-                                  json brief = SessionBrief(r->session);
-                                  brief["created"] = r->created;
-                                  done(ToolOk(std::move(brief)));
-                                });
+  auto created = [call, done](session::Outcome<session::Sessions::Created> r) {
+    if (!r) {
+      call->Log("warning", "session_refused", {{"error", Describe(r.error())}});
+      return done(ToolError(Describe(r.error())));
+    }
+    json brief = SessionBrief(r->session);
+    brief["created"] = r->created;
+    // Only a session this call made is this connection's to close.
+    if (r->created) {
+      call->SessionCreated(brief["id"].get<std::string>());
+      call->Log("info", "session_created", {{"session_id", brief["id"]}, {"kind", brief["kind"]}});
+    }
+    done(ToolOk(std::move(brief)));
+  };
+  engine.sessions.CreateSession(std::move(*create), std::move(created));
 }
 
 json ExecStructured(session::ExecResult& r, uint64_t limit, json& images) {
@@ -199,7 +227,7 @@ json ExecStructured(session::ExecResult& r, uint64_t limit, json& images) {
           {"duration_ms", r.duration_ms}};
 }
 
-void SessionExec(Engine& engine, const json& args, ToolDone done) {
+void SessionExec(Engine& engine, const Call& call, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"id", "command", "code", "timeout_ms", "stdin"})) {
     return done(ToolError(*unknown));
   }
@@ -207,20 +235,72 @@ void SessionExec(Engine& engine, const json& args, ToolDone done) {
   if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
   json body = args;
   body.erase("id");
-  auto call = api::ParseExec(body);
-  if (!call) return done(ToolError(Describe(call.error())));
+  auto exec = api::ParseExec(body);
+  if (!exec) return done(ToolError(Describe(exec.error())));
   const uint64_t limit = engine.output_limit;
-  engine.sessions.Exec(id, std::move(*call),
-                       [done, limit](session::Outcome<session::ExecResult> r) {
-                         if (!r) return done(ToolError(Describe(r.error())));
-                         json images = json::array();
-                         json result = ToolOk(ExecStructured(*r, limit, images));
-                         for (auto& image : images) result["content"].push_back(std::move(image));
-                         done(std::move(result));
-                       });
+  auto ticket = std::make_shared<ExecTicket>();
+  std::shared_ptr<ExecLines> lines = engine.execs;
+  (*lines)[id].push_back(ticket);
+  session::Sessions& sessions = engine.sessions;
+  boost::asio::io_context& io = engine.runs.reactor().io();
+  const bool shell = sessions.KindOf(id) == "shell";
+  std::weak_ptr<ExecTicket> weak = ticket;
+  // Cancelled: SIGINT, as session_interrupt sends. A shell that is not back
+  // within kCancelGrace is replaced (the tree torn down, verified, a fresh
+  // shell in the same workspace); a kernel has its own ladder
+  // (--interrupt-grace).
+  ticket->interrupt = [&sessions, &io, id, shell, weak, call] {
+    auto interrupted = sessions.Interrupt(id);
+    call->Log("info", "exec_cancelled",
+              {{"session_id", id}, {"interrupted", interrupted && *interrupted}});
+    if (!shell) return;
+    auto timer = std::make_shared<boost::asio::steady_timer>(io, kCancelGrace);
+    timer->async_wait([&sessions, id, weak, timer, call](const boost::system::error_code& ec) {
+      auto t = weak.lock();
+      if (ec || !t || t->finished) return;
+      call->Log("warning", "exec_escalated",
+                {{"session_id", id},
+                 {"why", "the shell was not back within " + std::to_string(kCancelGrace.count()) +
+                             " ms of SIGINT: it is torn down and replaced"}});
+      sessions.Restart(id, [call, id](session::Outcome<json> r) {
+        if (r) return call->Log("info", "session_restarted", {{"session_id", id}});
+        call->Log("error", "session_restart_failed",
+                  {{"session_id", id}, {"error", Describe(r.error())}});
+      });
+    });
+  };
+  call->OnCancel([lines, id, weak] {
+    auto t = weak.lock();
+    if (!t || t->finished) return;
+    t->cancelled = true;
+    auto it = lines->find(id);
+    if (it != lines->end() && it->second.front() == t) t->interrupt();
+  });
+  engine.sessions.Exec(
+      id, std::move(*exec),
+      [done, limit, lines, id, ticket, &io](session::Outcome<session::ExecResult> r) {
+        ticket->finished = true;
+        if (auto it = lines->find(id); it != lines->end()) {
+          std::erase(it->second, ticket);
+          if (it->second.empty()) {
+            lines->erase(it);
+          } else if (it->second.front()->cancelled) {
+            // The next exec starts once this one is answered: it is
+            // interrupted from the loop, after that.
+            boost::asio::post(io, [next = std::weak_ptr<ExecTicket>(it->second.front())] {
+              if (auto n = next.lock(); n && !n->finished) n->interrupt();
+            });
+          }
+        }
+        if (!r) return done(ToolError(Describe(r.error())));
+        json images = json::array();
+        json result = ToolOk(ExecStructured(*r, limit, images));
+        for (auto& image : images) result["content"].push_back(std::move(image));
+        done(std::move(result));
+      });
 }
 
-void SessionInterrupt(Engine& engine, const json& args, ToolDone done) {
+void SessionInterrupt(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"id"})) return done(ToolError(*unknown));
   std::string id;
   if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
@@ -233,7 +313,7 @@ void SessionInterrupt(Engine& engine, const json& args, ToolDone done) {
   done(ToolOk(std::move(brief)));
 }
 
-void SessionClose(Engine& engine, const json& args, ToolDone done) {
+void SessionClose(Engine& engine, const Call& call, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"id", "keep_workspace"})) return done(ToolError(*unknown));
   std::string id;
   if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
@@ -244,22 +324,24 @@ void SessionClose(Engine& engine, const json& args, ToolDone done) {
     }
     keep = args["keep_workspace"].get<bool>();
   }
-  engine.sessions.Delete(id, keep, [done, id](session::Outcome<json> r) {
+  engine.sessions.Delete(id, keep, [call, done, id](session::Outcome<json> r) {
     if (!r) return done(ToolError(Describe(r.error())));
+    call->SessionClosed(id);
+    call->Log("info", "session_closed", {{"session_id", id}});
     json brief = r->is_object() && r->contains("id") ? SessionBrief(*r)
                                                      : json{{"id", id}, {"state", "closed"}};
     done(ToolOk(std::move(brief)));
   });
 }
 
-void SessionList(Engine& engine, const json& args, ToolDone done) {
+void SessionList(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {})) return done(ToolError(*unknown));
   json sessions = json::array();
   for (const auto& view : engine.sessions.List()) sessions.push_back(SessionBrief(view));
   done(ToolOk({{"sessions", std::move(sessions)}}));
 }
 
-void FileWrite(Engine& engine, const json& args, ToolDone done) {
+void FileWrite(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"id", "path", "content", "content_base64"})) {
     return done(ToolError(*unknown));
   }
@@ -291,7 +373,7 @@ void FileWrite(Engine& engine, const json& args, ToolDone done) {
   done(ToolOk({{"path", put.path}, {"size", info->size}, {"sha256", info->sha256}}));
 }
 
-void FileRead(Engine& engine, const json& args, ToolDone done) {
+void FileRead(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"id", "path", "max_bytes"})) return done(ToolError(*unknown));
   std::string id;
   if (auto bad = SessionId(args, id)) return done(ToolError(*bad));
@@ -325,7 +407,7 @@ void FileRead(Engine& engine, const json& args, ToolDone done) {
   done(ToolOk(std::move(structured)));
 }
 
-void FileList(Engine& engine, const json& args, ToolDone done) {
+void FileList(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"id", "dir"})) return done(ToolError(*unknown));
   std::string id;
   if (auto bad = SessionId(args, id)) return done(ToolError(*bad));

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -20,12 +23,48 @@
 
 namespace cordon::mcp {
 
+// A session_exec in flight, as the cancellation of one sees it.
+struct ExecTicket {
+  bool cancelled = false;
+  bool finished = false;
+  std::function<void()> interrupt;  // SIGINT, then the ladder (tools.cc)
+};
+// The MCP execs of each session in flight, oldest first. Sessions runs a
+// session's executions one at a time, in order, so the oldest is the one
+// running (unless an exec of the HTTP API came before it): a cancelled exec
+// is interrupted only once it is the oldest, never another's command.
+using ExecLines = std::map<std::string, std::deque<std::shared_ptr<ExecTicket>>>;
+
 struct Engine {
   api::Runs& runs;
   session::Sessions& sessions;
   uint64_t max_file_bytes;  // --max-file-size
   uint64_t output_limit;    // --mcp-output-limit, per stream
+  std::shared_ptr<ExecLines> execs = std::make_shared<ExecLines>();
 };
+
+// What a tool may do besides answering; the server makes one for each
+// tools/call (server.cc). Everything is called on the loop.
+class CallContext {
+ public:
+  virtual ~CallContext() = default;
+  // Output of what the call runs, as it is captured: its latest line is the
+  // message of the call's progress notifications.
+  virtual void Output(std::string_view bytes) = 0;
+  // `cancel` runs once if the call is cancelled before it is answered
+  // (notifications/cancelled, or its MCP session ended); its answer is then
+  // dropped. A later call replaces an earlier `cancel`.
+  virtual void OnCancel(std::function<void()> cancel) = 0;
+  // One of cordon's events (session_created, run_refused, ...): always to
+  // stderr as a JSON line, and to the client as notifications/message when
+  // `level` (debug ... emergency) is at or above what it asked for.
+  virtual void Log(std::string_view level, std::string_view event, nlohmann::json fields) = 0;
+  // The sessions this call's connection opened and closed: those still open
+  // are closed with the connection (an MCP session's DELETE or expiry).
+  virtual void SessionCreated(const std::string& id) = 0;
+  virtual void SessionClosed(const std::string& id) = 0;
+};
+using Call = std::shared_ptr<CallContext>;
 
 // A CallToolResult: {"content", "structuredContent"?, "isError"}.
 using ToolDone = std::function<void(nlohmann::json result)>;
@@ -36,7 +75,9 @@ struct Tool {
   nlohmann::json input_schema;
   nlohmann::json output_schema;
   // `done` exactly once, maybe before call returns. The Engine outlives it.
-  std::function<void(Engine& engine, const nlohmann::json& arguments, ToolDone done)> call;
+  std::function<void(Engine& engine, const Call& call, const nlohmann::json& arguments,
+                     ToolDone done)>
+      call;
 };
 
 const std::vector<Tool>& Tools();

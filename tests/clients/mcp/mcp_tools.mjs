@@ -5,7 +5,12 @@
 // every tool; a non-zero exit (isError false), a bad argument (isError
 // true, naming the field), an unknown tool (-32602) and the output bound.
 // Over HTTP also: no token (401 with WWW-Authenticate: Bearer), a foreign
-// Origin (403), the session header rules (400, 404) and GET (405).
+// Origin (403), the session header rules (400, 404) and GET (405). On both:
+// progress past a short request timeout (resetTimeoutOnProgress), the
+// cancellation of a run (its tree seen dead in /proc) and of session execs
+// (SIGINT, and the ladder for one that ignores it), and logging/setLevel;
+// over HTTP the MCP counts of /metrics and DELETE closing the cordon
+// session its MCP session left open.
 //
 // Each server has a state directory and a cgroup root of its own; only
 // the processes this test started are signalled, by pid. Both must exit 0
@@ -224,6 +229,134 @@ async function exercisePython(client) {
   ok(await call(client, 'session_close', { id }), 'python close');
 }
 
+// --- progress, cancellation, logging --------------------------------------------
+
+// /proc/PID is gone, or a zombie (dead, not yet reaped by its parent).
+function dead(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+async function pidsIn(file, count) {
+  return poll(() => {
+    try {
+      const pids = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
+      return pids.length >= count ? pids : false;
+    } catch {
+      return false;
+    }
+  }, `${count} pids in ${file}`);
+}
+
+// The JSON lines of a server's stderr.
+function events(logText) {
+  return logText().split('\n').filter(Boolean).map((l) => {
+    try { return JSON.parse(l); } catch { return {}; }
+  });
+}
+
+async function exerciseLongCalls(client, label, logText) {
+  // Logging: declared, asked for, and cordon's own events sent at or above
+  // the level asked; a level that is not one is -32602.
+  assert.ok(client.getServerCapabilities().logging, 'no logging capability');
+  const messages = [];
+  client.setNotificationHandler(sdk.LoggingMessageNotificationSchema, (n) => messages.push(n.params));
+  await assert.rejects(withTimeout(client.setLoggingLevel('chatty'), 'setLevel'), (e) => {
+    assert.equal(e.code, -32602);
+    assert.match(e.message, /params\.level/);
+    return true;
+  });
+  await withTimeout(client.setLoggingLevel('info'), 'logging/setLevel');
+  const s = ok(await call(client, 'session_create', { kind: 'shell', isolation: 'none' }), 'session');
+  const created = messages.find((m) => m.data.event === 'session_created');
+  assert.ok(created, `no session_created message: ${JSON.stringify(messages)}`);
+  assert.equal(created.level, 'info');
+  assert.equal(created.logger, 'cordon');
+  assert.equal(created.data.session_id, s.id);
+  assert.ok(events(logText).some((e) => e.event === 'mcp_session_created' && e.session_id === s.id),
+    'the event is not on stderr');
+  await withTimeout(client.setLoggingLevel('error'), 'logging/setLevel error');
+  const before = messages.length;
+  ok(await call(client, 'run', { command: 'true' }), 'run at level error');
+  assert.equal(messages.length, before, `info sent at level error: ${JSON.stringify(messages)}`);
+
+  // Progress: with a request timeout of 4 s, reset by each progress
+  // notification, an 8 s run and a 7 s session exec both succeed, and
+  // each saw progress (increasing; the run's message its latest line).
+  const progress = { run: [], exec: [] };
+  const options = (key) => ({ timeout: 4000, resetTimeoutOnProgress: true,
+    onprogress: (p) => progress[key].push(p) });
+  const [r, e] = await Promise.all([
+    withTimeout(client.callTool({ name: 'run', arguments: {
+      command: 'for i in 1 2 3 4 5 6 7 8; do echo "line $i"; sleep 1; done' } },
+    undefined, options('run')), 'a run with progress'),
+    withTimeout(client.callTool({ name: 'session_exec', arguments: {
+      id: s.id, command: 'sleep 7; echo slept' } }, undefined, options('exec')),
+    'a session exec with progress'),
+  ]);
+  assert.equal(ok(r, 'run with progress').stdout.split('\n').filter(Boolean).length, 8);
+  assert.equal(ok(e, 'exec with progress').stdout, 'slept\n');
+  for (const [key, seen] of Object.entries(progress)) {
+    assert.ok(seen.length >= 2, `${label}: ${key}: ${seen.length} progress notifications`);
+    for (let i = 1; i < seen.length; ++i) assert.ok(seen[i].progress > seen[i - 1].progress, key);
+  }
+  assert.ok(progress.run.some((p) => /^line [1-8]$/.test(p.message)), JSON.stringify(progress.run));
+  assert.match(progress.exec.at(-1).message, /running for \d+ s/);
+
+  // Cancellation of a run: the client's AbortSignal sends
+  // notifications/cancelled; the whole tree (a setsid'ed child too) is
+  // torn down, verified, and recorded `cancelled`.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-mcp-cancel-'));
+  try {
+    const pidFile = path.join(dir, 'run-pids');
+    let abort = new AbortController();
+    const running = client.callTool({ name: 'run', arguments: { isolation: 'none', command:
+      `sleep 100 & echo $! > ${pidFile}; setsid sleep 100 & echo $! >> ${pidFile}; ` +
+      `echo $$ >> ${pidFile}; wait` } }, undefined, { signal: abort.signal });
+    const pids = await pidsIn(pidFile, 3);
+    abort.abort('the test cancels it');
+    await assert.rejects(withTimeout(running, 'a cancelled run'));
+    await poll(() => pids.every(dead), `the run's processes ${pids} to die`);
+    const finished = await poll(() => events(logText).find((x) => x.event === 'mcp_run_finished' &&
+      x.outcome === 'cancelled'), 'the cancelled run recorded');
+    assert.equal(finished.dead, true);
+    assert.ok(events(logText).some((x) => x.event === 'mcp_call_cancelled' && x.tool === 'run'));
+
+    // Cancellation of a session exec: SIGINT; the shell comes back and the
+    // session goes on.
+    const execPid = path.join(dir, 'exec-pid');
+    abort = new AbortController();
+    let exec = client.callTool({ name: 'session_exec', arguments: { id: s.id,
+      command: `sh -c 'echo $$ > ${execPid}; exec sleep 100'` } }, undefined, { signal: abort.signal });
+    let [pid] = await pidsIn(execPid, 1);
+    abort.abort('cancelled');
+    await assert.rejects(withTimeout(exec, 'a cancelled exec'));
+    await poll(() => dead(pid), 'the exec\'s command to die');
+    let after = ok(await call(client, 'session_exec', { id: s.id, command: 'echo after' }), 'after');
+    assert.equal(after.stdout, 'after\n');
+    // One that ignores SIGINT: the ladder replaces the shell (its tree torn
+    // down, verified) and the session goes on in its workspace.
+    const stubborn = path.join(dir, 'stubborn-pid');
+    abort = new AbortController();
+    exec = client.callTool({ name: 'session_exec', arguments: { id: s.id,
+      command: `sh -c 'trap "" INT; echo $$ > ${stubborn}; exec sleep 100'` } }, undefined,
+    { signal: abort.signal });
+    [pid] = await pidsIn(stubborn, 1);
+    abort.abort('cancelled');
+    await assert.rejects(withTimeout(exec, 'a cancelled stubborn exec'));
+    await poll(() => dead(pid), 'the stubborn command to die');
+    assert.ok(events(logText).some((x) => x.event === 'mcp_exec_escalated' && x.session_id === s.id));
+    after = ok(await call(client, 'session_exec', { id: s.id, command: 'echo again' }), 'again');
+    assert.equal(after.stdout, 'again\n');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  return s.id;
+}
+
 // --- stdio: cordon mcp ----------------------------------------------------------
 
 test('stdio: cordon mcp', async () => {
@@ -244,8 +377,15 @@ test('stdio: cordon mcp', async () => {
   const client = new Client({ name: 'cordon-test', version: '1.0.0' });
   await withTimeout(client.connect(transport), 'initialize over stdio');
   const pid = transport.pid;
+  // A failure leaves the server running: stdin's EOF (or the SDK's
+  // signals) end it before its cgroups are removed.
+  cleanups.push(async () => {
+    await client.close().catch(() => {});
+    await poll(() => dead(pid), 'cordon mcp to exit').catch(() => {});
+  });
   try {
     await exerciseTools(client, 'stdio');
+    await exerciseLongCalls(client, 'stdio', () => log);
   } catch (error) {
     error.message += `\n--- cordon mcp's stderr ---\n${log.split('\n').slice(-30).join('\n')}`;
     throw error;
@@ -341,8 +481,10 @@ test('Streamable HTTP: /mcp of cordon serve', async () => {
   await withTimeout(client.connect(transport), 'initialize over HTTP');
   assert.ok(transport.sessionId, 'no Mcp-Session-Id from initialize');
   assert.equal(transport.protocolVersion, '2025-11-25');
+  let opened;  // a session this MCP session created and left open
   try {
     await exerciseTools(client, 'http');
+    opened = await exerciseLongCalls(client, 'http', () => fs.readFileSync(logPath, 'utf8'));
   } catch (error) {
     error.message += `\n--- the daemon's log ---\n${logTail()}`;
     throw error;
@@ -387,11 +529,25 @@ test('Streamable HTTP: /mcp of cordon serve', async () => {
   assert.equal((await res.json()).result.protocolVersion, '2025-03-26');
   assert.ok(res.headers.get('mcp-session-id'));
 
-  // DELETE ends the session; it is then unknown.
+  // MCP calls in /metrics, by tool and result.
+  const metrics = await (await fetch(`${url}/metrics`, { headers: auth })).text();
+  const counted = (tool, result) => Number((metrics.match(new RegExp(
+    `^cordon_mcp_tool_calls_total\\{tool="${tool}",result="${result}"\\} (\\d+)$`, 'm')) || [])[1] || 0);
+  assert.ok(counted('run', 'ok') >= 5, metrics);
+  assert.ok(counted('run', 'error') >= 4, metrics);
+  assert.equal(counted('run', 'cancelled'), 1, metrics);
+  assert.equal(counted('session_exec', 'cancelled'), 2, metrics);
+  assert.ok(counted('unknown', 'error') >= 1, metrics);
+
+  // DELETE ends the session; it is then unknown, and the cordon session it
+  // created and left open is closed with it.
   const sessionId = transport.sessionId;
+  const view = async () => (await fetch(`${url}/v1/sessions/${opened}`, { headers: auth })).json();
+  assert.equal((await view()).state, 'ready');
   await transport.terminateSession();
   res = await post({ ...auth, 'Mcp-Session-Id': sessionId });
   assert.equal(res.status, 404);
+  await poll(async () => (await view()).state === 'closed', `session ${opened} to be closed`);
   await client.close();
 
   daemon.kill('SIGTERM');
