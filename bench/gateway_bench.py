@@ -5,7 +5,12 @@ this), with the same Debian ipykernel behind every server:
   - Debian's jupyter-server (python3-jupyter-server), the reference;
   - `cordon serve`, cold (each kernel started on create);
   - `cordon serve --prespawn 2`, warm (a started kernel handed out);
-  - a direct ZeroMQ client to a kernel (build/bench/zmq_direct): the floor.
+  - a direct ZeroMQ client to a kernel in Python (bench/zmq_direct.py,
+    python3-zmq, signing and parsing each message as jupyter_client does):
+    the floor, in the clients' own language, taking turns with the others;
+  - the C++ direct client (build/bench/zmq_direct), printed for reference:
+    timing the Python websocket client against it charged the gateway
+    with the Python client's own per-message cost.
 
 Each server is driven the way Kernel Gateway clients drive it
 (tests/integration/kernel_gateway.py: requests, a new websocket per
@@ -22,7 +27,15 @@ so drift of the machine during the run hits them alike. Then the issue's
 targets as ratios. cordon's parts print "not available" when the daemon
 does not serve /api.
 
-Usage: gateway_bench.py [BUILD_DIR] [--runs N] [--creates N]
+With --sandboxed (as root), the Python direct client also times a second
+kernel of the cold daemon, sandboxed like the websocket's: the sandbox's
+share of the gap apart from the relay's.
+
+With --compare CORDON_BINARY, another cordon (say the build before a
+change, copied aside with its cordon-serve) runs cold beside the first,
+taking the same turns: before and after in one run.
+
+Usage: gateway_bench.py [BUILD_DIR] [--runs N] [--creates N] [--compare CORDON] [--sandboxed]
        gateway_bench.py --url URL --token T [--runs N]   (one gateway alone)
 """
 import argparse
@@ -36,12 +49,38 @@ import tempfile
 import time
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 from daemon_support import Daemon, remove_cgroup_root  # noqa: E402
 from kernel_gateway import Gateway, JupyterServer  # noqa: E402
+from zmq_direct import DirectKernel  # noqa: E402
 
 NA = "not available"
+
+
+def kernels_of(daemon_pid):
+    """The ipykernel processes under a daemon (its descendants)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [daemon_pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as f:
+                    if b"kernelapp" in f.read():
+                        found.add(child)
+            except OSError:
+                pass
+    return found
 
 
 def ms(seconds):
@@ -109,6 +148,64 @@ class Subject:
         self.stop()
 
 
+class DirectSubject(Subject):
+    """The Python direct ZeroMQ client: one kernel (create is until its
+    kernel_info_reply), no websocket; its round trips take turns with the
+    gateways' open-websocket ones."""
+
+    def __init__(self, work, of=None):
+        """`of`: a cordon Subject: a second kernel is created there, and
+        this client attaches to it (its connection file) instead of
+        starting a kernel of its own. A kernel of its own, with no
+        websocket on it: the daemon then relays nothing while this client
+        is timed, and the websocket's kernel sees none of its traffic."""
+        key, name = ("direct", "direct ZeroMQ, Python (the floor)") if of is None else \
+            ("sandboxed", "  the same, to cordon's kernel")
+        super().__init__(key, name, None, lambda: None)
+        self.work = work
+        self.of = of
+        self.direct = None
+
+    def measure_creates(self, n):
+        if self.of is not None:
+            pid = self.of.gw.daemon_pid
+            before = kernels_of(pid)
+            r = self.of.gw.request("POST", "/api/kernels", {"name": "python3"})
+            assert r.status_code == 201, (r.status_code, r.text)
+            self.kernel = r.json()["id"]
+            assert self.of.gw.wait_ready(self.kernel, within=120).text == "2"
+            new = kernels_of(pid) - before
+            if len(new) != 1:
+                raise RuntimeError(f"cannot tell the new kernel among the processes {new}")
+            # Its connection file and sockets as the sandbox sees them, through
+            # its root (cordon's kernels read theirs at /run/cordon-kernel).
+            where = f"/proc/{new.pop()}/root/run/cordon-kernel"
+            with open(os.path.join(where, "connection.json")) as f:
+                key = json.load(f)["key"]
+            self.direct = DirectKernel(attach=(os.path.join(where, "k"), key))
+            self.direct.wait_ready()
+            assert self.direct.execute("1+1").text == "2"
+            return
+        self.direct = DirectKernel(os.path.join(self.work, "direct"))
+        self.create.append(ms(self.direct.wait_ready()))
+        assert self.direct.execute("1+1").text == "2"
+        self.first.append(ms(time.perf_counter() - self.direct.started))
+
+    def one_new_ws(self):
+        pass
+
+    def one_open_ws(self):
+        t = time.perf_counter()
+        assert self.direct.execute("1+1").text == "2"
+        self.open_ws.append(ms(time.perf_counter() - t))
+
+    def close(self):
+        if self.direct is not None:
+            self.direct.stop()
+        if self.of is not None and self.kernel is not None:
+            self.of.gw.delete(self.kernel)
+
+
 def median(samples):
     return statistics.median(samples) if samples else None
 
@@ -133,6 +230,7 @@ def start_cordon(cordon, work, name, *extra):
         remove_cgroup_root(root)
 
     gw = Gateway(d.url, d.token, timeout=120)
+    gw.daemon_pid = d.pid
     try:
         served = gw.api().status_code == 200
     except Exception:  # noqa: BLE001 (whatever it is, the gateway is not there)
@@ -163,11 +261,11 @@ def report(subjects, unavailable, floor, floor_problem, runs, creates):
     for name, why in unavailable:
         print(f"{name:34} {NA} ({why})")
     if floor:
-        print(f"{'direct ZeroMQ client (the floor)':34} {cell(floor['create_ms'], 10)} "
+        print(f"{'direct ZeroMQ, C++ (reference)':34} {cell(floor['create_ms'], 10)} "
               f"{cell(floor['first_result_ms'], 10)} {cell(None, 10)} "
               f"{cell(floor['round_trip_ms'], 11, 3)}")
     else:
-        print(f"{'direct ZeroMQ client (the floor)':34} {NA} ({floor_problem})")
+        print(f"{'direct ZeroMQ, C++ (reference)':34} {NA} ({floor_problem})")
 
     for s in subjects:
         if "starting" in s.state_at_201:
@@ -176,6 +274,7 @@ def report(subjects, unavailable, floor, floor_problem, runs, creates):
                   f"for the kernel; 'first' does)")
     by = {s.key: s for s in subjects}
     jupyter, cold, warm = by.get("jupyter"), by.get("cold"), by.get("warm")
+    direct, compare, sandboxed = by.get("direct"), by.get("compare"), by.get("sandboxed")
     print("targets (create alone compares a 201 that means ready with one that may not; "
           "create to first result compares the same thing):")
 
@@ -194,10 +293,21 @@ def report(subjects, unavailable, floor, floor_problem, runs, creates):
               f"ratio {c / j:.2f}")
     else:
         print(f"  round trip and cold create against jupyter-server: {NA}")
-    if cold and floor:
-        ratio = median(cold.open_ws) / floor["round_trip_ms"]
-        print(f"  round trip, open websocket: cordon / direct ZeroMQ = {ratio:.3f} "
+    if cold and direct:
+        ratio = median(cold.open_ws) / median(direct.open_ws)
+        print(f"  round trip, open websocket: cordon / direct ZeroMQ (Python) = {ratio:.3f} "
               f"(target <= 1.10: {verdict(ratio <= 1.10)})")
+        if compare:
+            print(f"  the same for {compare.name}: "
+                  f"{median(compare.open_ws) / median(direct.open_ws):.3f}")
+        if sandboxed:
+            r, k = (median(cold.open_ws) / median(sandboxed.open_ws),
+                    median(sandboxed.open_ws) / median(direct.open_ws))
+            print(f"  of which: the relay (cordon / direct to a kernel sandboxed alike) {r:.3f}, "
+                  f"the sandbox (that kernel / an unsandboxed one, both direct) {k:.3f}")
+        if floor:
+            print(f"  (against the C++ client, not like for like: "
+                  f"{median(cold.open_ws) / floor['round_trip_ms']:.3f})")
     else:
         print(f"  round trip over an open websocket against direct ZeroMQ: {NA}")
     if warm:
@@ -217,6 +327,14 @@ def main():
                    help="seconds between warm creates, for the pool to refill")
     p.add_argument("--url", help="bench this one gateway instead")
     p.add_argument("--token")
+    p.add_argument("--sandboxed", action="store_true",
+                   help="also time the Python direct client on a second kernel of the cold "
+                        "daemon (sandboxed like the websocket's; root only): what the sandbox "
+                        "does to the kernel, apart from the relay. Not like for like in this "
+                        "crowd of servers: see docs/benchmarks.md")
+    p.add_argument("--compare", metavar="CORDON",
+                   help="another cordon binary (with its cordon-serve beside it), run cold "
+                        "beside the build's: before and after a change in one run")
     a = p.parse_args()
 
     work = tempfile.mkdtemp(prefix="cordon-bench-gw.")
@@ -231,16 +349,27 @@ def main():
             subjects.append(Subject("jupyter", f"jupyter-server {version}",
                                     Gateway(server.url, server.token, timeout=120), server.stop))
             cordon = os.path.abspath(os.path.join(a.build, "cordon"))
-            for key, label, extra, pause in (
-                    ("cold", "cordon (cold)", (), 0.0),
-                    ("warm", "cordon --prespawn 2 (warm)", ("--prespawn", "2"), a.warm_pause)):
-                started, why = start_cordon(cordon, work, key, *extra)
+            runs = [("cold", "cordon (cold)", cordon, (), 0.0),
+                    ("warm", "cordon --prespawn 2 (warm)", cordon, ("--prespawn", "2"),
+                     a.warm_pause)]
+            if a.compare:
+                runs.insert(1, ("compare", f"{a.compare} (cold)"[-34:],
+                                os.path.abspath(a.compare), (), 0.0))
+            for key, label, binary, extra, pause in runs:
+                started, why = start_cordon(binary, work, key, *extra)
                 if started:
                     subjects.append(Subject(key, label, *started, warm_pause=pause))
                 else:
                     unavailable.append((label, why))
-        for s in subjects:
+            subjects.append(DirectSubject(work))
+        for s in list(subjects):
             s.measure_creates(a.creates)
+        if a.sandboxed:
+            cold = next((s for s in subjects if s.key == "cold"), None)
+            if cold is not None and os.geteuid() == 0:
+                attached = DirectSubject(work, of=cold)
+                attached.measure_creates(0)
+                subjects.append(attached)
         for _ in range(3):  # warm-up, not counted
             for s in subjects:
                 s.one_new_ws()
@@ -254,7 +383,7 @@ def main():
             for s in subjects:
                 s.one_open_ws()
     finally:
-        for s in subjects:
+        for s in reversed(subjects):  # the attached client before its daemon
             s.close()
         shutil.rmtree(work, ignore_errors=True)
     floor, floor_problem = (None, "not asked (--url)") if a.url else zmq_floor(a.build, a.runs)

@@ -19,8 +19,9 @@
 #  6. the Kernel Gateway surface (bench/gateway_bench.py): kernel create and
 #     create-to-first-result, `1+1` round trips over a new and an open
 #     websocket, for Debian's jupyter-server, cordon cold and cordon
-#     --prespawn 2 with the same ipykernel, and a direct ZeroMQ client
-#     (build/bench/zmq_direct) as the floor.
+#     --prespawn 2 with the same ipykernel, and a direct ZeroMQ client in
+#     Python like the websocket clients (bench/zmq_direct.py) as the floor
+#     (build/bench/zmq_direct, in C++, for reference).
 #  7. a tenant's bounds: bench/slowloris.py, output_flood.py, full_disk.py,
 #     soak.py, kill_under_load.py (BOUNDS=0 leaves them out).
 set -euo pipefail

@@ -28,7 +28,7 @@ std::unexpected<ClientRefusal> Refusal(json parent, std::string why) {
 // (`in`) and its buffers; `in`'s "buffers" is not looked at.
 std::expected<ClientMessage, ClientRefusal> FromObject(json in,
                                                        std::vector<std::string_view> buffers) {
-  json header = in.contains("header") ? in["header"] : json();
+  json header = in.contains("header") ? std::move(in["header"]) : json();
   if (!header.is_object() || !header.contains("msg_type") || !header["msg_type"].is_string()) {
     return Refusal(json::object(), "header: must be an object with a msg_type");
   }
@@ -131,14 +131,37 @@ ClientFrame FrameForClient(std::string_view channel, const jupyter::Message& m, 
                       metadata = sys::JsonText(m.metadata), content = sys::JsonText(m.content);
     return {jupyter::EncodeV1(channel, {header, parent, metadata, content}, m.buffers), true};
   }
-  json out = {{"channel", channel},      {"header", m.header},   {"parent_header", m.parent_header},
-              {"metadata", m.metadata},  {"content", m.content}, {"msg_id", m.msg_id()},
-              {"msg_type", m.msg_type()}};
-  if (m.buffers.empty()) {
-    out["buffers"] = json::array();
-    return {sys::JsonText(out), false};
-  }
-  return {jupyter::EncodeBinaryJson(sys::JsonText(out), m.buffers), true};
+  // Written field by field rather than as one json object, which would
+  // deep-copy the four parts first (allocations and frees for every node of
+  // every relayed message). The keys come in the order the object form
+  // dumped them (sorted: nlohmann's objects are std::maps), so the text is
+  // the same byte for byte.
+  const std::string header = sys::JsonText(m.header), parent = sys::JsonText(m.parent_header),
+                    metadata = sys::JsonText(m.metadata), content = sys::JsonText(m.content),
+                    name = sys::JsonText(json(std::string(channel))),
+                    msg_id = sys::JsonText(json(m.msg_id())),
+                    msg_type = sys::JsonText(json(m.msg_type()));
+  std::string out;
+  out.reserve(header.size() + parent.size() + metadata.size() + content.size() + name.size() +
+              msg_id.size() + msg_type.size() + 128);
+  const bool text = m.buffers.empty();
+  out += text ? R"({"buffers":[],"channel":)" : R"({"channel":)";
+  out += name;
+  out += R"(,"content":)";
+  out += content;
+  out += R"(,"header":)";
+  out += header;
+  out += R"(,"metadata":)";
+  out += metadata;
+  out += R"(,"msg_id":)";
+  out += msg_id;
+  out += R"(,"msg_type":)";
+  out += msg_type;
+  out += R"(,"parent_header":)";
+  out += parent;
+  out += '}';
+  if (text) return {std::move(out), false};
+  return {jupyter::EncodeBinaryJson(out, m.buffers), true};
 }
 
 }  // namespace cordon::gateway

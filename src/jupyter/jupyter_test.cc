@@ -5,6 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <ctime>
+#include <string>
+
 #include "jupyter/execute.h"
 #include "jupyter/kernel_client.h"
 #include "support.h"
@@ -42,6 +46,45 @@ TEST(WireTest, SignedMessagesRoundTripAndForgeriesAreDropped) {
   // checks the HMAC itself).
   EXPECT_EQ(Sign("Jefe", {"what do ya want ", "for nothing?"}),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST(WireTest, SignReusesAKeyedContextWithoutCarryingState) {
+  // Keyed contexts are cached per key (wire.cc): the same key again, other
+  // keys in between, and the parts split differently all sign alike.
+  const std::string want = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Sign("Jefe", {"what do ya want ", "for nothing?"}), want);
+    EXPECT_NE(Sign("other key", {"what do ya want ", "for nothing?"}), want);
+    EXPECT_EQ(Sign("Jefe", {"what do ya ", "want for nothing?", ""}), want);
+  }
+  EXPECT_EQ(Sign("", {"anything"}), "");
+  // More keys than the cache holds (it starts again): still right.
+  for (int i = 0; i < 600; ++i) (void)Sign("key " + std::to_string(i), {"x"});
+  EXPECT_EQ(Sign("Jefe", {"what do ya want for nothing?"}), want);
+}
+
+TEST(WireTest, IsoNowIsUtcWithMicroseconds) {
+  const auto before = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+  const std::string now = IsoNow();
+  ASSERT_EQ(now.size(), 27u) << now;
+  for (size_t i : {4, 7}) EXPECT_EQ(now[i], '-') << now;
+  EXPECT_EQ(now[10], 'T');
+  EXPECT_EQ(now[13], ':');
+  EXPECT_EQ(now[16], ':');
+  EXPECT_EQ(now[19], '.');
+  EXPECT_EQ(now[26], 'Z');
+  // Against gmtime_r, to the second (allowing the second to turn over).
+  auto format = [](std::chrono::system_clock::time_point t) {
+    std::time_t secs = std::chrono::system_clock::to_time_t(t);
+    std::tm tm{};
+    ::gmtime_r(&secs, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    return std::string(buf);
+  };
+  const std::string seconds = now.substr(0, 19);
+  EXPECT_TRUE(seconds == format(before) || seconds == format(before + std::chrono::seconds(1)))
+      << now << " against " << format(before);
 }
 
 TEST(ExecuteCollectorTest, CompleteOnlyWithItsOwnReplyAndIdle) {

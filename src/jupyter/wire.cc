@@ -1,12 +1,13 @@
 #include "jupyter/wire.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <chrono>
-#include <cstdio>
-#include <ctime>
+#include <memory>
+#include <unordered_map>
 
 #include "sys/json_text.h"
 #include "sys/random.h"
@@ -29,6 +30,57 @@ std::string Hex(const unsigned char* bytes, size_t n) {
 
 std::string Text(const nlohmann::json& j) { return sys::JsonText(j); }
 
+// HMAC-SHA256 contexts keyed once, per key and thread. OpenSSL 3's one-shot
+// HMAC() fetches the MAC and the digest and sets the key up on every call:
+// that was a tenth of the daemon's CPU per relayed message (every message
+// is signed or verified once). A keyed context is re-initialised with the
+// same key (EVP_MAC_init with no key) instead. Bounded: past kMaxKeys keys
+// (one per kernel) the cache starts again.
+class HmacCache {
+ public:
+  ~HmacCache() {
+    for (auto& [key, ctx] : contexts_) EVP_MAC_CTX_free(ctx);
+    EVP_MAC_free(mac_);
+  }
+  // A context ready for updates with `key`, or null (then the caller signs
+  // nothing: the comparison fails closed).
+  EVP_MAC_CTX* Begin(std::string_view key) {
+    if (mac_ == nullptr) mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    if (mac_ == nullptr) return nullptr;
+    auto it = contexts_.find(std::string(key));
+    if (it != contexts_.end()) {
+      return EVP_MAC_init(it->second, nullptr, 0, nullptr) == 1 ? it->second : nullptr;
+    }
+    if (contexts_.size() >= kMaxKeys) {
+      for (auto& [k, ctx] : contexts_) EVP_MAC_CTX_free(ctx);
+      contexts_.clear();
+    }
+    EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac_);
+    if (ctx == nullptr) return nullptr;
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                           OSSL_PARAM_construct_end()};
+    if (EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) !=
+        1) {
+      EVP_MAC_CTX_free(ctx);
+      return nullptr;
+    }
+    contexts_.emplace(std::string(key), ctx);
+    return ctx;
+  }
+
+ private:
+  static constexpr size_t kMaxKeys = 256;
+  EVP_MAC* mac_ = nullptr;
+  std::unordered_map<std::string, EVP_MAC_CTX*> contexts_;
+};
+
+// Two digits of `v` (0..99) at `out`.
+void Digits2(char* out, int v) {
+  out[0] = static_cast<char>('0' + v / 10);
+  out[1] = static_cast<char>('0' + v % 10);
+}
+
 }  // namespace
 
 std::string Message::msg_type() const { return header.value("msg_type", ""); }
@@ -39,12 +91,17 @@ std::string Message::parent_msg_id() const {
 
 std::string Sign(std::string_view key, const std::vector<std::string_view>& parts) {
   if (key.empty()) return "";
-  std::string data;
-  for (std::string_view p : parts) data.append(p);
+  thread_local HmacCache cache;
+  EVP_MAC_CTX* ctx = cache.Begin(key);
+  if (ctx == nullptr) return "";
+  for (std::string_view p : parts) {
+    if (EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(p.data()), p.size()) != 1) {
+      return "";
+    }
+  }
   unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
+  size_t len = 0;
+  if (EVP_MAC_final(ctx, mac, &len, sizeof mac) != 1) return "";
   return Hex(mac, len);
 }
 
@@ -91,17 +148,28 @@ std::expected<Message, std::string> Parse(const std::vector<std::string>& frames
 
 std::string NewUuid() { return sys::RandomUuid(); }
 
+// By calendar arithmetic and digits by hand: gmtime_r takes glibc's time
+// zone lock and snprintf parses its format, on every relayed message (the
+// gateway stamps each one as the kernel's last activity).
 std::string IsoNow() {
-  auto now = std::chrono::system_clock::now();
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(us % 1'000'000));
-  return buf;
+  using namespace std::chrono;
+  const auto now = floor<microseconds>(system_clock::now());
+  const auto day = floor<days>(now);
+  const year_month_day date{day};
+  const hh_mm_ss<microseconds> time{now - day};
+  int y = static_cast<int>(date.year());
+  if (y < 0 || y > 9999) y = 0;  // not in this program's lifetime
+  std::string out = "0000-00-00T00:00:00.000000Z";
+  Digits2(&out[0], y / 100);
+  Digits2(&out[2], y % 100);
+  Digits2(&out[5], static_cast<int>(static_cast<unsigned>(date.month())));
+  Digits2(&out[8], static_cast<int>(static_cast<unsigned>(date.day())));
+  Digits2(&out[11], static_cast<int>(time.hours().count()));
+  Digits2(&out[14], static_cast<int>(time.minutes().count()));
+  Digits2(&out[17], static_cast<int>(time.seconds().count()));
+  int us = static_cast<int>(time.subseconds().count());
+  for (int i = 25; i >= 20; --i, us /= 10) out[i] = static_cast<char>('0' + us % 10);
+  return out;
 }
 
 Message NewMessage(std::string_view session, std::string_view msg_type, nlohmann::json content,

@@ -307,7 +307,10 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
       Record(session);
       if (observer_.ready) observer_.ready(std::chrono::microseconds(0));
       Log("session_ready", session, {{"warm", true}});
-      FillPool();
+      // The pool refills on the next turn of the loop, not before this
+      // answer: a refill bounds a workspace (a loop image mounted, ~30 ms)
+      // and launches a kernel, which a warm hand-out must not wait for.
+      tick_->Set(std::chrono::milliseconds(1), [this] { Tick(); });
       return done(Created{View(session), true});
     }
   }
