@@ -307,23 +307,14 @@ std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool n
       case Capability::kCpu:
         out.push_back(LimitStatus(c, plan, "cpu", plan.v1_cpu_parent, plan.v1_cpu_problem));
         break;
-      case Capability::kDisk: {
-        // The table is a run's, and a run's workspace is ephemeral: where
-        // a tmpfs bounds it but nothing bounds a session's (no loop
-        // devices, no project quotas), a run's disk_bytes is enforced and
-        // a session's refused (BoundWorkspace), and the reason says so.
-        // Each grant's own is observed again at admission (contain/disk.h).
-        CapabilityStatus runs = DiskStatus(disk, WorkspaceKind::kEphemeral);
-        CapabilityStatus both = DiskProbeStatus(disk);
-        if (runs.enforceable && !both.enforceable) {
-          runs.reason = both.reason;
-          runs.fix = both.fix;
-          out.push_back(std::move(runs));
-        } else {
-          out.push_back(std::move(both));
-        }
+      case Capability::kDisk:
+        // Both kinds of the daemon's workspaces: where a tmpfs bounds a
+        // run's but nothing bounds a session's (no loop devices, no project
+        // quotas), the host's claim is not made, and its reason says what
+        // is missing. Each grant's own is observed again at admission
+        // (contain/disk.h): a run's disk_bytes is then bounded all the same.
+        out.push_back(DiskProbeStatus(disk));
         break;
-      }
       case Capability::kAddressSpace:
       case Capability::kCpuTime:
       case Capability::kFileSize:

@@ -24,10 +24,8 @@ struct CapabilityStatus {
   // The mechanism: the one that enforces it, or when not enforceable the
   // weaker one used instead ("process_group"), or "" when there is none.
   std::string mechanism;
-  // Why it cannot be enforced; for one that is, where it still is not
-  // (disk: for runs, not for sessions' workspaces), or "".
-  std::string reason;
-  std::string fix;  // what would make it enforceable (there)
+  std::string reason;  // why it cannot be enforced
+  std::string fix;     // what would make it enforceable
   // process_tree only: how the tree is killed at the end ("cgroup.kill",
   // "pid_namespace", "cgroup.freeze+kill", "process_group"); "" for the others.
   std::string teardown;

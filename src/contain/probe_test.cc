@@ -137,8 +137,11 @@ TEST(ProbeHostTest, EveryClaimHasItsMechanismOrItsReason) {
   EXPECT_FALSE(probe->Status(Capability::kProcessTree).teardown.empty());  // always named
 }
 
-TEST(ResolveCapabilitiesTest, ATmpfsBoundIsARunsDiskBoundAndSessionsAreSaidToHaveNone) {
-  // A container without loop devices, on ext4 without project quotas.
+TEST(ResolveCapabilitiesTest, WhereOnlyRunsCanBeBoundedTheHostsDiskClaimIsNotMade) {
+  // A container without loop devices, on ext4 without project quotas: a
+  // tmpfs bounds a run's workspace, nothing a session's. The host's claim
+  // covers both, so it is not made (no claim stronger than what holds);
+  // a run's own grant still gets its tmpfs bound (contain/disk.h).
   DiskSupport disk;
   disk.state_dir = "/var/lib/cordon";
   disk.filesystem = "ext4";
@@ -148,18 +151,15 @@ TEST(ResolveCapabilitiesTest, ATmpfsBoundIsARunsDiskBoundAndSessionsAreSaidToHav
   Probe p;
   p.capabilities = ResolveCapabilities(CgroupPlan{}, true, {}, false, disk);
   const auto& s = p.Status(Capability::kDisk);
-  EXPECT_TRUE(s.enforceable);  // what a run with disk_bytes gets
-  EXPECT_EQ(s.mechanism, "tmpfs");
-  EXPECT_NE(s.reason.find("session workspaces cannot be bounded"), std::string::npos) << s.reason;
+  EXPECT_FALSE(s.enforceable);
   EXPECT_NE(s.reason.find("no /dev/loop-control"), std::string::npos) << s.reason;
-  disk.tmpfs = false;
-  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, {}, false, disk);
-  EXPECT_FALSE(p.Status(Capability::kDisk).enforceable);
+  EXPECT_NE(s.reason.find("run workspaces can (tmpfs)"), std::string::npos) << s.reason;
+  EXPECT_FALSE(s.fix.empty());
+  EXPECT_TRUE(DiskStatus(disk, WorkspaceKind::kEphemeral).enforceable);
   disk.loop_images = true;
   p.capabilities = ResolveCapabilities(CgroupPlan{}, true, {}, false, disk);
   EXPECT_TRUE(p.Status(Capability::kDisk).enforceable);
-  EXPECT_EQ(p.Status(Capability::kDisk).mechanism, "loop_image");
-  EXPECT_TRUE(p.Status(Capability::kDisk).reason.empty());
+  EXPECT_EQ(p.Status(Capability::kDisk).mechanism, "tmpfs+loop_image");
 }
 
 TEST(ResolveCapabilitiesTest, NamespacesOfNoUseSayWhyAndTheirOwnFix) {
