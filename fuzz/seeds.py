@@ -211,6 +211,10 @@ SEEDS = {
         '{"jsonrpc":"1.0","id":null,"method":3}',
         '{"jsonrpc":"2.0","id":18446744073709551615,"method":"x\\u0000y","params":{"a":1e400}}',
         '{"jsonrpc":"2.0","id":"\udcff\udcfe","method":"ping"}',
+        # 2026-07-28: no initialize, the version and capabilities in _meta.
+        '{"jsonrpc":"2.0","id":"discover-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}',
+        '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo hi"},"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}}',
+        '{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":1900,"io.modelcontextprotocol/clientCapabilities":[]}}}',
     ],
     "cgroup_procs": ["1234\n5678\n", "", "1\n", "99999999999\n12\n", "12 x 13\n\n14"],
 }

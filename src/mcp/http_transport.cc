@@ -4,6 +4,7 @@
 
 #include "sys/json_text.h"
 #include "sys/random.h"
+#include "sys/text.h"
 
 namespace cordon::mcp {
 
@@ -38,7 +39,137 @@ void RespondRpcError(const std::shared_ptr<api::Exchange>& ex, int status, int c
                   std::move(headers));
 }
 
+// The answer to one POST: JSON, unless a notification came first; then an
+// SSE stream (the spec's other form of the answer), which the response
+// ends. A cancelled request's stream ends without one (the client is no
+// longer waiting; it must not wait on the POST either). `status` gives a
+// JSON answer's status (a stream is 200 from its first event).
+struct PostAnswer {
+  bool streaming = false;
+  bool ended = false;
+};
+std::pair<Server::Reply, Server::Notify> Answer(const std::shared_ptr<api::Exchange>& ex,
+                                                const std::shared_ptr<PostAnswer>& state,
+                                                std::function<int(const json&)> status) {
+  auto event = [](const json& message) {
+    return "event: message\ndata: " + sys::JsonText(message) + "\n\n";
+  };
+  auto begin = [ex, state] {
+    if (state->streaming) return;
+    state->streaming = true;
+    ex->BeginStream(200, "text/event-stream");
+  };
+  auto notify = [ex, state, begin, event](json notification) {
+    if (state->ended) return;
+    begin();
+    ex->Stream(event(notification));
+  };
+  auto reply = [ex, state, begin, event, status = std::move(status)](json response) {
+    if (state->ended) return;
+    state->ended = true;
+    if (!state->streaming && !response.is_null()) {
+      return ex->Respond(status(response), sys::JsonText(response) + "\n", "application/json");
+    }
+    begin();
+    if (!response.is_null()) ex->Stream(event(response));
+    ex->EndStream();
+  };
+  return {std::move(reply), std::move(notify)};
+}
+
+std::optional<std::string> HeaderValue(const api::Header& header, std::string_view name) {
+  auto it = header.find(boost::beast::string_view(name.data(), name.size()));
+  if (it == header.end()) return std::nullopt;
+  return std::string(it->value());
+}
+
 }  // namespace
+
+bool ModernPost(const api::Header& header, const Message& message) {
+  if (ModernRequest(message)) return true;
+  auto version = HeaderValue(header, "MCP-Protocol-Version");
+  return version && ModernVersion(*version);
+}
+
+std::optional<RpcError> CheckModernHeaders(const api::Header& header, const Message& m) {
+  auto mismatch = [&](std::string message) {
+    return RpcError{kHeaderMismatch, "Header mismatch: " + std::move(message), m.id};
+  };
+  const std::string meta_field = "params._meta[\"" + std::string(kMetaProtocolVersion) + "\"]";
+  std::string body_version;
+  if (ModernRequest(m) && m.params["_meta"][kMetaProtocolVersion].is_string()) {
+    body_version = m.params["_meta"][kMetaProtocolVersion].get<std::string>();
+  }
+  auto version = HeaderValue(header, "MCP-Protocol-Version");
+  if (!version) {
+    return mismatch(
+        "MCP-Protocol-Version: the header is required on every 2026-07-28 POST, "
+        "equal to " +
+        meta_field);
+  }
+  if (*version != body_version) {
+    return mismatch("MCP-Protocol-Version header value '" + *version + "' does not match " +
+                    meta_field + " '" + body_version + "'");
+  }
+  auto method = HeaderValue(header, "Mcp-Method");
+  if (!method) {
+    return mismatch(
+        "Mcp-Method: the header is required on every 2026-07-28 POST, equal to the "
+        "body's method (" +
+        m.method + ")");
+  }
+  if (*method != m.method) {
+    return mismatch("Mcp-Method header value '" + *method + "' does not match the body's method '" +
+                    m.method + "'");
+  }
+  if (m.method != "tools/call") return std::nullopt;
+  const std::string body_name =
+      m.params.is_object() && m.params.contains("name") && m.params["name"].is_string()
+          ? m.params["name"].get<std::string>()
+          : "";
+  auto name = HeaderValue(header, "Mcp-Name");
+  if (!name) {
+    return mismatch("Mcp-Name: the header is required on tools/call, equal to params.name (" +
+                    body_name + ")");
+  }
+  // A name that is not plain ASCII comes as =?base64?...?= (the spec's
+  // Value Encoding); it is compared once decoded.
+  constexpr std::string_view kPrefix = "=?base64?", kSuffix = "?=";
+  std::string given = *name;
+  if (given.size() >= kPrefix.size() + kSuffix.size() && given.starts_with(kPrefix) &&
+      given.ends_with(kSuffix)) {
+    auto decoded = sys::Base64Decode(std::string_view(given).substr(
+        kPrefix.size(), given.size() - kPrefix.size() - kSuffix.size()));
+    if (!decoded) {
+      return mismatch("Mcp-Name header value '" + given +
+                      "' is not valid base64 between =?base64? and ?=");
+    }
+    given = std::move(*decoded);
+  }
+  if (given != body_name) {
+    return mismatch("Mcp-Name header value '" + given + "' does not match params.name '" +
+                    body_name + "'");
+  }
+  return std::nullopt;
+}
+
+int ModernStatus(const json& response) {
+  if (!response.is_object() || !response.contains("error")) return 200;
+  const json& code = response["error"].value("code", json(0));
+  if (!code.is_number_integer()) return 200;
+  switch (code.get<int>()) {
+    case kMethodNotFound:
+      return 404;
+    case kParseError:
+    case kInvalidRequest:
+    case kHeaderMismatch:
+    case kMissingRequiredClientCapability:
+    case kUnsupportedProtocolVersion:
+      return 400;
+    default:
+      return 200;
+  }
+}
 
 std::optional<api::ApiError> CheckOrigin(const api::Header& header) {
   auto it = header.find(api::http::field::origin);
@@ -119,6 +250,9 @@ void HttpTransport::Handle(const api::Request& request, const std::shared_ptr<ap
       ex->Respond(200, sys::JsonText(response) + "\n", "application/json", headers);
     };
   };
+  if (message->method != "initialize" && ModernPost(request.message, *message)) {
+    return HandleModern(request, ex, *message);
+  }
   if (message->kind == Message::Kind::kRequest && message->method == "initialize") {
     // A new session; an Mcp-Session-Id sent along is not reused.
     auto session = std::make_unique<Session>();
@@ -163,39 +297,33 @@ void HttpTransport::Handle(const api::Request& request, const std::shared_ptr<ap
     server_.Handle(session->connection, *message, [](json) {});
     return ex->Respond(202, "", "");
   }
-  // The answer to this POST: JSON, unless a notification came first; then
-  // an SSE stream (the spec's other form of the answer), which the response
-  // ends. A cancelled request's stream ends without one (the client is no
-  // longer waiting; it must not wait on the POST either).
-  struct Answer {
-    bool streaming = false;
-    bool ended = false;
-  };
-  auto state = std::make_shared<Answer>();
-  auto event = [](const json& message) {
-    return "event: message\ndata: " + sys::JsonText(message) + "\n\n";
-  };
-  auto begin = [ex, state] {
-    if (state->streaming) return;
-    state->streaming = true;
-    ex->BeginStream(200, "text/event-stream");
-  };
-  auto notify = [ex, state, begin, event](json notification) {
-    if (state->ended) return;
-    begin();
-    ex->Stream(event(notification));
-  };
-  auto reply = [ex, state, begin, event](json response) {
-    if (state->ended) return;
-    state->ended = true;
-    if (!state->streaming && !response.is_null()) {
-      return ex->Respond(200, sys::JsonText(response) + "\n", "application/json");
-    }
-    begin();
-    if (!response.is_null()) ex->Stream(event(response));
-    ex->EndStream();
-  };
+  auto [reply, notify] =
+      Answer(ex, std::make_shared<PostAnswer>(), [](const json&) { return 200; });
   server_.Handle(session->connection, *message, std::move(reply), std::move(notify));
+}
+
+void HttpTransport::HandleModern(const api::Request& request,
+                                 const std::shared_ptr<api::Exchange>& ex, const Message& message) {
+  // 2026-07-28 defines no client notification over HTTP (a client cancels
+  // by closing the response stream): one is accepted and has no effect.
+  if (message.kind != Message::Kind::kRequest) return ex->Respond(202, "", "");
+  if (auto mismatch = CheckModernHeaders(request.message, message)) {
+    return ex->RespondJson(400, ErrorResponse(*mismatch));
+  }
+  if (auto envelope = ReadEnvelope(message); !envelope) {
+    return ex->RespondJson(400, ErrorResponse(envelope.error()));
+  }
+  // Stateless: this POST's own connection, which ends with its answer. The
+  // cordon sessions its tools create are not tied to it (there is no MCP
+  // session to end them with): they live until session_close or ttl_s.
+  auto connection = std::make_shared<Connection>();
+  auto state = std::make_shared<PostAnswer>();
+  auto [reply, notify] = Answer(ex, state, ModernStatus);
+  server_.Handle(*connection, message, std::move(reply), std::move(notify));
+  if (state->ended) return;
+  // Still running: a client that closes the stream cancels the request.
+  ex->WatchClient(
+      [connection] { Server::CancelCalls(*connection, "the client closed the response stream"); });
 }
 
 }  // namespace cordon::mcp

@@ -72,9 +72,9 @@ json Response(const json& id, json result) {
 }
 
 json ErrorResponse(const RpcError& error) {
-  return {{"jsonrpc", "2.0"},
-          {"id", error.id},
-          {"error", {{"code", error.code}, {"message", error.message}}}};
+  json e = {{"code", error.code}, {"message", error.message}};
+  if (!error.data.is_null()) e["data"] = error.data;
+  return {{"jsonrpc", "2.0"}, {"id", error.id}, {"error", std::move(e)}};
 }
 
 json Notification(const std::string& method, json params) {

@@ -23,6 +23,9 @@ struct RpcError {
   // The id of the request at fault when it could be read; null otherwise
   // (JSON-RPC: the response to an unreadable request has id null).
   nlohmann::json id = nullptr;
+  // The error object's optional `data` (null: none), such as the versions
+  // an UnsupportedProtocolVersionError lists.
+  nlohmann::json data = nullptr;
 };
 
 struct Message {

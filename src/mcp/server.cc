@@ -21,6 +21,88 @@ bool SupportedVersion(std::string_view version) {
   return false;
 }
 
+bool ModernVersion(std::string_view version) {
+  for (auto v : kModernVersions) {
+    if (v == version) return true;
+  }
+  return false;
+}
+
+json AllVersions() {
+  json all = json::array();
+  for (auto v : kModernVersions) all.push_back(v);
+  for (auto v : kProtocolVersions) all.push_back(v);
+  return all;
+}
+
+bool ModernRequest(const Message& m) {
+  if (m.kind == Message::Kind::kResponse || !m.params.is_object()) return false;
+  auto meta = m.params.find("_meta");
+  return meta != m.params.end() && meta->is_object() && meta->contains(kMetaProtocolVersion);
+}
+
+std::expected<Envelope, RpcError> ReadEnvelope(const Message& m) {
+  auto invalid = [&](std::string message) {
+    return std::unexpected(RpcError{kInvalidParams, std::move(message), m.id});
+  };
+  auto field = [](const char* key) { return "params._meta[\"" + std::string(key) + "\"]"; };
+  if (!ModernRequest(m)) {
+    return invalid(field(kMetaProtocolVersion) +
+                   ": is required on a request without initialize (\"2026-07-28\")");
+  }
+  const json& meta = m.params["_meta"];
+  const json& version = meta[kMetaProtocolVersion];
+  if (!version.is_string()) {
+    return invalid(field(kMetaProtocolVersion) + ": must be a string such as \"2026-07-28\"");
+  }
+  Envelope e;
+  e.protocol_version = version.get<std::string>();
+  if (!ModernVersion(e.protocol_version)) {
+    std::string legacy;
+    for (auto v : kProtocolVersions) legacy += (legacy.empty() ? "" : ", ") + std::string(v);
+    const bool is_legacy = SupportedVersion(e.protocol_version);
+    return std::unexpected(
+        RpcError{kUnsupportedProtocolVersion,
+                 "Unsupported protocol version: " + field(kMetaProtocolVersion) + " is \"" +
+                     e.protocol_version + "\"; per request this server speaks 2026-07-28" +
+                     (is_legacy ? ", and " + e.protocol_version + " only after initialize"
+                                : "; after initialize: " + legacy),
+                 m.id, json{{"supported", AllVersions()}, {"requested", e.protocol_version}}});
+  }
+  auto capabilities = meta.find(kMetaClientCapabilities);
+  if (capabilities == meta.end() || !capabilities->is_object()) {
+    return invalid(field(kMetaClientCapabilities) +
+                   ": is required on every 2026-07-28 request, an object ({} for none)");
+  }
+  e.client_capabilities = *capabilities;
+  auto info = meta.find(kMetaClientInfo);
+  if (info != meta.end() && !info->is_null()) {
+    if (!info->is_object()) return invalid(field(kMetaClientInfo) + ": must be an object");
+    e.client_info = *info;
+  }
+  auto level = meta.find(kMetaLogLevel);
+  if (level != meta.end() && !level->is_null()) {
+    e.log_level = level->is_string() ? LogLevel(level->get<std::string>()) : -1;
+    if (e.log_level < 0) {
+      std::string known;
+      for (auto l : kLogLevels) known += (known.empty() ? "" : ", ") + std::string(l);
+      return invalid(field(kMetaLogLevel) + ": must be one of " + known + " (least severe first)");
+    }
+  }
+  return e;
+}
+
+json ModernResponse(json response) {
+  if (!response.is_object() || !response.contains("result") || !response["result"].is_object()) {
+    return response;
+  }
+  json& result = response["result"];
+  result["resultType"] = "complete";
+  if (!result.contains("_meta") || !result["_meta"].is_object()) result["_meta"] = json::object();
+  result["_meta"][kMetaServerInfo] = {{"name", "cordon"}, {"version", CORDON_VERSION}};
+  return response;
+}
+
 int LogLevel(std::string_view name) {
   for (size_t i = 0; i < std::size(kLogLevels); ++i) {
     if (kLogLevels[i] == name) return static_cast<int>(i);
@@ -33,6 +115,13 @@ namespace {
 // The most of an output line a progress message carries.
 constexpr size_t kProgressLine = 200;
 
+// What initialize and server/discover tell the model about the tools.
+constexpr char kInstructions[] =
+    "cordon runs commands in sandboxes whose every bound is observed. run: one command in a "
+    "fresh sandbox. session_create, session_exec: a shell or python session that keeps its "
+    "state and workspace between calls; file_write, file_read, file_list: that workspace's "
+    "files. A command that ran is never an error: read exit_code, timed_out, outcome.";
+
 std::string Seconds(std::chrono::steady_clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
 }
@@ -44,10 +133,14 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
 // log events, its cancellation, and its count in /metrics.
 class ToolCall final : public CallContext, public std::enable_shared_from_this<ToolCall> {
  public:
+  // `modern`: the call's own log level (-1: no log messages) and no
+  // session tied to the connection; null: the connection's (legacy).
   ToolCall(boost::asio::io_context& io, api::Metrics& metrics, std::string tool, json id,
            json token, Server::Reply reply, Server::Notify notify,
-           std::weak_ptr<ConnectionState> connection)
-      : timer_(io),
+           std::weak_ptr<ConnectionState> connection, const Envelope* modern)
+      : modern_(modern != nullptr),
+        modern_log_level_(modern ? modern->log_level : -1),
+        timer_(io),
         metrics_(metrics),
         tool_(std::move(tool)),
         id_(std::move(id)),
@@ -100,13 +193,22 @@ class ToolCall final : public CallContext, public std::enable_shared_from_this<T
     // On stderr, "mcp_" tells these from the engine's own events.
     api::Log(level, "mcp_" + std::string(event), data);
     data["event"] = event;
-    auto connection = connection_.lock();
-    if (!connection || !notify_ || LogLevel(level) < connection->log_level) return;
+    if (!notify_) return;
+    if (modern_) {
+      // 2026-07-28: only a request that asked (its _meta's logLevel) hears any.
+      if (modern_log_level_ < 0 || LogLevel(level) < modern_log_level_) return;
+    } else {
+      auto connection = connection_.lock();
+      if (!connection || LogLevel(level) < connection->log_level) return;
+    }
     notify_(Notification("notifications/message",
                          {{"level", level}, {"logger", "cordon"}, {"data", std::move(data)}}));
   }
 
+  // A modern request has no MCP session to end with: its cordon sessions
+  // live until session_close or their ttl_s (docs/mcp.md).
   void SessionCreated(const std::string& id) override {
+    if (modern_) return;
     if (auto connection = connection_.lock()) connection->sessions.insert(id);
   }
   void SessionClosed(const std::string& id) override {
@@ -151,6 +253,8 @@ class ToolCall final : public CallContext, public std::enable_shared_from_this<T
                          {{"progressToken", token_}, {"progress", progress}, {"message", line}}));
   }
 
+  const bool modern_;
+  const int modern_log_level_;
   boost::asio::steady_timer timer_;
   api::Metrics& metrics_;
   const std::string tool_;
@@ -182,12 +286,21 @@ void Server::Handle(Connection& c, const Message& m, Reply reply, Notify notify)
   auto fail = [&](int code, std::string message) {
     reply(ErrorResponse(RpcError{code, std::move(message), m.id}));
   };
+  // The era, as the 2026-07-28 versioning section picks it: initialize
+  // opens a legacy connection (and keeps it legacy); a request with a
+  // protocol version in its _meta, on a connection not initialized, is
+  // modern.
+  if (m.method != "initialize" && !c.initialize_answered && ModernRequest(m)) {
+    return HandleModern(c, m, std::move(reply), std::move(notify));
+  }
   if (m.method == "ping") return reply(Response(m.id, json::object()));
   if (m.method == "initialize") return Initialize(c, m, reply);
   if (!c.initialize_answered) {
     return fail(kInvalidRequest, m.method +
                                      ": the connection is not initialized: send "
-                                     "initialize first");
+                                     "initialize first (2025-11-25 and earlier), or carry "
+                                     "params._meta[\"" +
+                                     kMetaProtocolVersion + "\"] on every request (2026-07-28)");
   }
   if (m.method == "tools/list") {
     // One page: the table is short (params.cursor is ignored).
@@ -198,6 +311,43 @@ void Server::Handle(Connection& c, const Message& m, Reply reply, Notify notify)
   fail(kMethodNotFound, "method not found: " + m.method +
                             " (this server has initialize, ping, tools/list, tools/call and "
                             "logging/setLevel)");
+}
+
+json DiscoverResult() {
+  return {{"supportedVersions", AllVersions()},
+          {"capabilities", {{"tools", {{"listChanged", false}}}, {"logging", json::object()}}},
+          {"instructions", kInstructions},
+          // The answer changes only with the binary; 0 (no caching) lets an
+          // upgraded cordon behind the same URL be seen at once.
+          {"ttlMs", 0},
+          {"cacheScope", "private"}};
+}
+
+void Server::HandleModern(Connection& c, const Message& m, Reply reply, Notify notify) {
+  auto envelope = ReadEnvelope(m);
+  if (!envelope) return reply(ErrorResponse(envelope.error()));
+  Reply modern = [reply = std::move(reply)](json response) {
+    reply(ModernResponse(std::move(response)));
+  };
+  if (m.method == "server/discover") {
+    api::Log("info", "mcp_discover",
+             {{"client", envelope->client_info}, {"protocol_version", envelope->protocol_version}});
+    return modern(Response(m.id, DiscoverResult()));
+  }
+  if (m.method == "tools/list") {
+    return modern(Response(m.id, {{"tools", ToolList()}, {"ttlMs", 0}, {"cacheScope", "private"}}));
+  }
+  if (m.method == "tools/call") {
+    return CallTool(c, m, std::move(modern), std::move(notify), &*envelope);
+  }
+  modern(ErrorResponse(RpcError{
+      kMethodNotFound,
+      "method not found: " + m.method +
+          " (in 2026-07-28 this server has server/discover, tools/list and tools/call; ping "
+          "and logging/setLevel are not of that era: a request asks for log messages with "
+          "params._meta[\"" +
+          kMetaLogLevel + "\"])",
+      m.id}));
 }
 
 void Server::SetLevel(Connection& c, const Message& m, const Reply& reply) {
@@ -228,13 +378,17 @@ void Server::Cancelled(Connection& c, const Message& m) {
                                                        : std::string());
 }
 
-void Server::Close(Connection& c) {
+void Server::CancelCalls(Connection& c, const std::string& reason) {
   // Cancel removes each call from the map: take them out first.
   auto calls = std::move(c.state->calls);
   c.state->calls.clear();
   for (auto& [id, weak] : calls) {
-    if (auto call = weak.lock()) call->Cancel("the MCP session ended");
+    if (auto call = weak.lock()) call->Cancel(reason);
   }
+}
+
+void Server::Close(Connection& c) {
+  CancelCalls(c, "the MCP session ended");
   auto sessions = std::move(c.state->sessions);
   c.state->sessions.clear();
   for (const auto& id : sessions) {
@@ -270,18 +424,14 @@ void Server::Initialize(Connection& c, const Message& m, const Reply& reply) {
   api::Log("info", "mcp_initialize",
            {{"client", c.client_info}, {"asked", asked}, {"protocol_version", c.protocol_version}});
   reply(Response(
-      m.id,
-      {{"protocolVersion", c.protocol_version},
-       {"capabilities", {{"tools", {{"listChanged", false}}}, {"logging", json::object()}}},
-       {"serverInfo", {{"name", "cordon"}, {"version", CORDON_VERSION}}},
-       {"instructions",
-        "cordon runs commands in sandboxes whose every bound is observed. run: one command in a "
-        "fresh sandbox. session_create, session_exec: a shell or python session that keeps its "
-        "state and workspace between calls; file_write, file_read, file_list: that workspace's "
-        "files. A command that ran is never an error: read exit_code, timed_out, outcome."}}));
+      m.id, {{"protocolVersion", c.protocol_version},
+             {"capabilities", {{"tools", {{"listChanged", false}}}, {"logging", json::object()}}},
+             {"serverInfo", {{"name", "cordon"}, {"version", CORDON_VERSION}}},
+             {"instructions", kInstructions}}));
 }
 
-void Server::CallTool(Connection& c, const Message& m, Reply reply, Notify notify) {
+void Server::CallTool(Connection& c, const Message& m, Reply reply, Notify notify,
+                      const Envelope* modern) {
   const json& p = m.params;
   const Tool* tool = nullptr;
   auto fail = [&](std::string message) {
@@ -310,9 +460,9 @@ void Server::CallTool(Connection& c, const Message& m, Reply reply, Notify notif
       return fail("params._meta.progressToken: must be a string or an integer");
     }
   }
-  auto call =
-      std::make_shared<ToolCall>(engine_.runs.reactor().io(), engine_.runs.metrics(), name, m.id,
-                                 std::move(token), std::move(reply), std::move(notify), c.state);
+  auto call = std::make_shared<ToolCall>(engine_.runs.reactor().io(), engine_.runs.metrics(), name,
+                                         m.id, std::move(token), std::move(reply),
+                                         std::move(notify), c.state, modern);
   c.state->calls[m.id.dump()] = call;
   call->Start();
   tool->call(engine_, call, arguments, [call](json result) { call->Finish(std::move(result)); });
