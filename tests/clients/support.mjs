@@ -84,6 +84,40 @@ export async function removeCgroupRoot(root, withinMs = 5000) {
 
 // `cordon serve` ($CORDON_BINARY) on 127.0.0.1:0; `name` names its
 // directory and cgroup root.
+// `check()`'s first truthy value (it may be async), polled every 50 ms; a
+// rejection naming `what` after `withinMs`.
+export async function poll(check, what, withinMs = TIMEOUT_MS) {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const got = await check();
+    if (got) return got;
+    if (Date.now() >= deadline) throw new Error(`timed out after ${withinMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+// /proc/PID is gone, or a zombie (dead, not yet reaped by its parent).
+export function dead(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+// The first `count` pids a command wrote to `file`, one per line, once it
+// has written them.
+export function pidsIn(file, count) {
+  return poll(() => {
+    try {
+      const pids = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
+      return pids.length >= count ? pids : false;
+    } catch {
+      return false;
+    }
+  }, `${count} pids in ${file}`);
+}
+
 // Disposes @jupyterlab/services managers for good. @lumino/polling's
 // Poll.dispose() leaves its next tick's timer armed (the tick only checks
 // for disposal when it fires), which holds node's event loop, and so the

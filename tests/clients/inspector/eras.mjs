@@ -35,7 +35,9 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { Daemon, loadPinned, removeCgroupRoot, SANITIZER_MARKS, TIMEOUT_MS } from '../support.mjs';
+import {
+  Daemon, dead, loadPinned, pidsIn, poll, removeCgroupRoot, SANITIZER_MARKS, TIMEOUT_MS,
+} from '../support.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BINARY = process.env.CORDON_BINARY || 'build/cordon';
@@ -71,15 +73,6 @@ after(async () => {
   fs.rmSync(scratch, { recursive: true, force: true });
 });
 
-async function poll(check, what, withinMs = TIMEOUT_MS) {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const got = await check();
-    if (got) return got;
-    if (Date.now() >= deadline) throw new Error(`timed out after ${withinMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 function events(text) {
   return text.split('\n').filter((l) => l.startsWith('{')).map((l) => {
@@ -239,14 +232,7 @@ test('stdio (cordon mcp), modern: progress and notifications/cancelled', async (
   send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run', arguments: {
     isolation: 'none', command: `sleep 100 & echo $! > ${pidFile}; setsid sleep 100 & ` +
       `echo $! >> ${pidFile}; echo $$ >> ${pidFile}; wait` }, _meta: meta() } });
-  const pids = await poll(() => {
-    try {
-      const got = fs.readFileSync(pidFile, 'utf8').split('\n').filter(Boolean).map(Number);
-      return got.length >= 3 ? got : false;
-    } catch {
-      return false;
-    }
-  }, `3 pids in ${pidFile}`);
+  const pids = await pidsIn(pidFile, 3);
   send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2, reason: 'test' } });
   await poll(() => pids.every(dead), `the run's processes ${pids} to die`);
   await poll(() => events(stderr).some((e) => e.event === 'mcp_run_finished' &&
@@ -290,14 +276,6 @@ async function messages(response) {
     return [JSON.parse(body)];
   }
   return body.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
-}
-
-function dead(pid) {
-  try {
-    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].startsWith('Z');
-  } catch {
-    return true;
-  }
 }
 
 test('Streamable HTTP (/mcp) in both eras', async () => {
@@ -394,14 +372,7 @@ test('Streamable HTTP (/mcp) in both eras', async () => {
     command: `sleep 100 & echo $! > ${pidFile}; setsid sleep 100 & echo $! >> ${pidFile}; ` +
       `echo $$ >> ${pidFile}; wait` } }, {}, {}, abort.signal);
   running.catch(() => {});
-  const pids = await poll(() => {
-    try {
-      const got = fs.readFileSync(pidFile, 'utf8').split('\n').filter(Boolean).map(Number);
-      return got.length >= 3 ? got : false;
-    } catch {
-      return false;
-    }
-  }, `3 pids in ${pidFile}`);
+  const pids = await pidsIn(pidFile, 3);
   abort.abort('the test cancels it');
   await assert.rejects(running);
   await poll(() => pids.every(dead), `the run's processes ${pids} to die`);

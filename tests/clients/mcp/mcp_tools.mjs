@@ -27,7 +27,9 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { loadPinned, removeCgroupRoot, SANITIZER_MARKS, TIMEOUT_MS } from '../support.mjs';
+import {
+  dead, loadPinned, pidsIn, poll, removeCgroupRoot, SANITIZER_MARKS, TIMEOUT_MS,
+} from '../support.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BINARY = process.env.CORDON_BINARY || 'build/cordon';
@@ -58,15 +60,6 @@ const { Client, StdioClientTransport, StreamableHTTPClientTransport, McpError } 
 
 // --- helpers ------------------------------------------------------------------
 
-async function poll(check, what, withinMs = TIMEOUT_MS) {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const got = await check();
-    if (got) return got;
-    if (Date.now() >= deadline) throw new Error(`timed out after ${withinMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 function withTimeout(promise, what) {
   let timer;
@@ -230,26 +223,6 @@ async function exercisePython(client) {
 }
 
 // --- progress, cancellation, logging --------------------------------------------
-
-// /proc/PID is gone, or a zombie (dead, not yet reaped by its parent).
-function dead(pid) {
-  try {
-    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].startsWith('Z');
-  } catch {
-    return true;
-  }
-}
-
-async function pidsIn(file, count) {
-  return poll(() => {
-    try {
-      const pids = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
-      return pids.length >= count ? pids : false;
-    } catch {
-      return false;
-    }
-  }, `${count} pids in ${file}`);
-}
 
 // The JSON lines of a server's stderr.
 function events(logText) {
