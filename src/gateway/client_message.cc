@@ -126,9 +126,9 @@ std::expected<ClientMessage, ClientRefusal> ParseClientFrame(std::string_view by
 }
 
 ClientFrame FrameForClient(std::string_view channel, const jupyter::Message& m, Protocol protocol) {
+  const std::string header = sys::JsonText(m.header), parent = sys::JsonText(m.parent_header),
+                    metadata = sys::JsonText(m.metadata), content = sys::JsonText(m.content);
   if (protocol == Protocol::kV1) {
-    const std::string header = sys::JsonText(m.header), parent = sys::JsonText(m.parent_header),
-                      metadata = sys::JsonText(m.metadata), content = sys::JsonText(m.content);
     return {jupyter::EncodeV1(channel, {header, parent, metadata, content}, m.buffers), true};
   }
   // Written field by field rather than as one json object, which would
@@ -136,29 +136,21 @@ ClientFrame FrameForClient(std::string_view channel, const jupyter::Message& m, 
   // every relayed message). The keys come in the order the object form
   // dumped them (sorted: nlohmann's objects are std::maps), so the text is
   // the same byte for byte.
-  const std::string header = sys::JsonText(m.header), parent = sys::JsonText(m.parent_header),
-                    metadata = sys::JsonText(m.metadata), content = sys::JsonText(m.content),
-                    name = sys::JsonText(json(std::string(channel))),
+  const std::string name = sys::JsonText(json(std::string(channel))),
                     msg_id = sys::JsonText(json(m.msg_id())),
                     msg_type = sys::JsonText(json(m.msg_type()));
-  std::string out;
-  out.reserve(header.size() + parent.size() + metadata.size() + content.size() + name.size() +
-              msg_id.size() + msg_type.size() + 128);
+  const std::pair<std::string_view, std::string_view> fields[] = {
+      {"channel", name},  {"content", content},   {"header", header},       {"metadata", metadata},
+      {"msg_id", msg_id}, {"msg_type", msg_type}, {"parent_header", parent}};
   const bool text = m.buffers.empty();
-  out += text ? R"({"buffers":[],"channel":)" : R"({"channel":)";
-  out += name;
-  out += R"(,"content":)";
-  out += content;
-  out += R"(,"header":)";
-  out += header;
-  out += R"(,"metadata":)";
-  out += metadata;
-  out += R"(,"msg_id":)";
-  out += msg_id;
-  out += R"(,"msg_type":)";
-  out += msg_type;
-  out += R"(,"parent_header":)";
-  out += parent;
+  std::string out = text ? R"({"buffers":[])" : "{";
+  for (const auto& [key, value] : fields) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    out += key;
+    out += "\":";
+    out += value;
+  }
   out += '}';
   if (text) return {std::move(out), false};
   return {jupyter::EncodeBinaryJson(out, m.buffers), true};
