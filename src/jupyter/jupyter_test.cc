@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "jupyter/execute.h"
@@ -291,6 +293,43 @@ TEST_F(KernelTest, OutputPastTheBudgetIsCut) {
 TEST_F(KernelTest, TheHeartbeatEchoes) {
   ASSERT_TRUE(client_->Ping());
   EXPECT_TRUE(RunFor(std::chrono::seconds(30), [this] { return heartbeats_ > 0; }));
+}
+
+// A kernel's ROUTER drops what it addresses to a client it has not met on
+// that socket: the input_request of an input() reaches a client only once
+// its stdin socket has finished its handshake, which on_connected reports
+// (the daemon waits for it before a kernel is ready).
+TEST_F(KernelTest, OnConnectedReportsEachRequestChannelThenInputReachesTheClient) {
+  std::set<Channel> reported;
+  std::optional<Message> input_request;
+  ClientOptions options;
+  options.on_connected = [&](Channel ch) { reported.insert(ch); };
+  auto second = KernelClient::Connect(
+      *reactor_, context_, connection_,
+      [&](Channel ch, const Message& m) {
+        if (ch == Channel::kStdin && m.msg_type() == "input_request") input_request = m;
+      },
+      [](Channel, const std::string&) {}, {}, options);
+  ASSERT_TRUE(second) << second.error().message();
+  KernelClient& client = **second;
+  ASSERT_TRUE(RunFor(std::chrono::seconds(30), [&] { return client.connected(); }));
+  for (Channel ch : {Channel::kShell, Channel::kControl, Channel::kStdin}) {
+    EXPECT_TRUE(reported.contains(ch)) << ChannelName(ch);
+  }
+  EXPECT_FALSE(reported.contains(Channel::kHeartbeat));
+
+  Message request = client.Make("execute_request", {{"code", "input('who? ')"},
+                                                    {"silent", false},
+                                                    {"store_history", false},
+                                                    {"user_expressions", nlohmann::json::object()},
+                                                    {"allow_stdin", true},
+                                                    {"stop_on_error", false}});
+  ASSERT_TRUE(client.Send(Channel::kShell, request));
+  ASSERT_TRUE(RunFor(std::chrono::seconds(30), [&] { return input_request.has_value(); }));
+  EXPECT_EQ(input_request->parent_msg_id(), request.msg_id());
+  EXPECT_EQ(input_request->content.value("prompt", ""), "who? ");
+  Message reply = client.Make("input_reply", {{"value", "cordon"}}, &*input_request);
+  ASSERT_TRUE(client.Send(Channel::kStdin, reply));
 }
 
 }  // namespace

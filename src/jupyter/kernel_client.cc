@@ -35,6 +35,8 @@ struct KernelClient::Socket {
   // The PAIR end of zmq_socket_monitor(handle), and its ZMQ_FD.
   void* monitor = nullptr;
   int monitor_fd = -1;
+  // Its handshake with the kernel finished (a new socket starts without).
+  bool connected = false;
   ~Socket() {
     if (monitor != nullptr) {
       zmq_socket_monitor(handle, nullptr, 0);  // stops the monitor first
@@ -105,11 +107,13 @@ sys::Result<void> KernelClient::Open(Channel channel) {
     zmq_setsockopt(socket->handle, ZMQ_ROUTING_ID, session_.data(), session_.size());
   }
   if (type == ZMQ_SUB) zmq_setsockopt(socket->handle, ZMQ_SUBSCRIBE, "", 0);
-  if (channel != Channel::kHeartbeat && options_.on_reset) {
+  if (channel != Channel::kHeartbeat && (options_.on_reset || options_.on_connected)) {
     // A disconnect is how libzmq reports a frame over ZMQ_MAXMSGSIZE (and
     // it does not connect again after that protocol error: Monitor does).
     std::string monitor = "inproc://cordon-kernel-monitor-" + std::to_string(next_monitor++);
-    if (zmq_socket_monitor(socket->handle, monitor.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+    const int events = (options_.on_reset ? ZMQ_EVENT_DISCONNECTED : 0) |
+                       (options_.on_connected ? ZMQ_EVENT_HANDSHAKE_SUCCEEDED : 0);
+    if (zmq_socket_monitor(socket->handle, monitor.c_str(), events) != 0) {
       return std::unexpected(ZmqError("zmq_socket_monitor"));
     }
     socket->monitor = zmq_socket(context_.get(), ZMQ_PAIR);
@@ -161,6 +165,7 @@ void KernelClient::Monitor(Channel channel) {
   if (it == sockets_.end() || it->second->monitor == nullptr) return;
   void* monitor = it->second->monitor;
   bool reset = false;
+  bool handshake = false;
   while (true) {
     int events = 0;
     size_t size = sizeof events;
@@ -178,12 +183,19 @@ void KernelClient::Monitor(Channel channel) {
         uint16_t event;
         std::memcpy(&event, zmq_msg_data(&part), sizeof event);
         if (event == ZMQ_EVENT_DISCONNECTED) reset = true;
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) handshake = true;
       }
       first = false;
       bool more = zmq_msg_more(&part) != 0;
       zmq_msg_close(&part);
       if (!more) break;
     }
+  }
+  if (handshake && !reset) {
+    it->second->connected = true;
+    // Last: the handler may do anything but destroy this client.
+    if (options_.on_connected) options_.on_connected(channel);
+    return;
   }
   if (!reset) return;
   // What the old socket took in before the reset is read first (the event
@@ -206,6 +218,14 @@ void KernelClient::Monitor(Channel channel) {
 Message KernelClient::Make(std::string_view msg_type, nlohmann::json content,
                            const Message* parent) const {
   return NewMessage(session_, msg_type, std::move(content), parent);
+}
+
+bool KernelClient::connected() const {
+  for (Channel channel : {Channel::kShell, Channel::kControl, Channel::kStdin}) {
+    auto it = sockets_.find(channel);
+    if (it == sockets_.end() || !it->second->connected) return false;
+  }
+  return true;
 }
 
 sys::Result<std::string> KernelClient::Send(Channel channel, const Message& message) {

@@ -50,6 +50,12 @@ struct ClientOptions {
   // A connection (not heartbeat) to the kernel ended: a frame over
   // max_message_bytes, or the kernel's end. What was in flight is lost.
   std::function<void(Channel)> on_reset;
+  // A request channel (shell, control, stdin) finished its handshake with
+  // the kernel. Until then the kernel's ROUTER does not know this client on
+  // it and drops what it addresses there: an input_request on stdin, the
+  // one message a kernel sends unasked. Each socket connects on its own
+  // reconnect timer, so shell may answer while stdin is not yet connected.
+  std::function<void(Channel)> on_connected;
 };
 
 // Handlers run on the reactor and must not destroy the client they belong
@@ -80,6 +86,10 @@ class KernelClient final {
   sys::Result<void> Ping();
 
   const std::string& session() const { return session_; }
+  // Shell, control and stdin have each finished a handshake with the kernel
+  // (on_connected has run for each). Needs a monitor: on_reset or
+  // on_connected set.
+  bool connected() const;
 
  private:
   struct Socket;
@@ -91,8 +101,9 @@ class KernelClient final {
   void Close(Channel channel);
   void Drain(Channel channel);
   void Resume();
-  // Reads a socket monitor's events; on ZMQ_EVENT_DISCONNECTED the socket
-  // is made again and on_reset runs.
+  // Reads a socket monitor's events; ZMQ_EVENT_HANDSHAKE_SUCCEEDED marks
+  // the socket connected and runs on_connected; on ZMQ_EVENT_DISCONNECTED
+  // the socket is made again and on_reset runs.
   void Monitor(Channel channel);
 
   // A kernel that floods must not keep the loop to itself: Drain handles

@@ -241,6 +241,10 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
   jupyter::ClientOptions client_options;
   client_options.max_message_bytes = context.max_message_bytes;
   client_options.on_reset = [self](Channel ch) { self->OnReset(ch); };
+  // Only while starting: stdin may connect after shell has answered (see
+  // ClientOptions::on_connected), and an input() right after the ready
+  // would then never reach its client.
+  client_options.on_connected = [self](Channel) { self->MaybeReady(); };
   auto client = jupyter::KernelClient::Connect(
       *context.reactor, *context.zmq, *connection,
       [self](Channel ch, const jupyter::Message& m) { self->OnMessage(ch, m); },
@@ -275,8 +279,12 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
 
   k->alarm_->Set(context.ready_timeout, [self] {
     if (self->phase_ != Phase::kStarting) return;
-    self->Escalate("the kernel did not answer kernel_info_request within " +
-                   std::to_string(self->context_.ready_timeout.count()) + " ms");
+    const std::string within = std::to_string(self->context_.ready_timeout.count()) + " ms";
+    self->Escalate(self->info_ && self->iopub_seen_
+                       ? "the kernel answered kernel_info_request, but its shell, control and "
+                         "stdin channels were not all connected within " +
+                             within
+                       : "the kernel did not answer kernel_info_request within " + within);
   });
   k->AskInfo();
   return k;
@@ -329,10 +337,7 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
     }
   }
   if (context_.listener) context_.listener->OnKernelMessage(session_id_, channel, m);
-  if (phase_ == Phase::kStarting) {
-    if (info_ && iopub_seen_) OnReady();
-    return;
-  }
+  if (phase_ == Phase::kStarting) return MaybeReady();
   if (collector_ && channel == Channel::kIopub && type == "execute_input" &&
       m.parent_msg_id() == collector_->msg_id()) {
     // The kernel now handles SIGINT for this execution (before, it ignores
@@ -355,6 +360,14 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
             "the kernel did not come back to idle within the grace after its "
             "output went over the budget and it was interrupted");
     }
+  }
+}
+
+void Kernel::MaybeReady() {
+  // client_ is null while KernelClient::Connect still runs (its first look
+  // at each monitor may report a handshake already).
+  if (phase_ == Phase::kStarting && info_ && iopub_seen_ && client_ && client_->connected()) {
+    OnReady();
   }
 }
 

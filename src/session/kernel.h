@@ -144,6 +144,9 @@ class Kernel final : public Runtime {
       : context_(context), session_id_(std::move(session_id)), events_(std::move(events)) {}
   void OnMessage(jupyter::Channel channel, const jupyter::Message& message);
   void AskInfo();
+  // Ready once kernel_info_request was answered, its idle seen on iopub,
+  // and the client connected on every request channel.
+  void MaybeReady();
   void OnReady();
   void Heartbeat();
   void Finish();  // the running execution is complete

@@ -897,8 +897,13 @@ class Raw:
         return msg["header"]["msg_id"]
 
     def recv(self, timeout):
+        """The next message, or None for a ping or pong (the daemon pings a
+        silent client every 30 s: returning lets `until` keep its deadline,
+        where recv_data() alone would wait again after each ping)."""
         self.ws.settimeout(timeout)
-        opcode, data = self.ws.recv_data()
+        opcode, data = self.ws.recv_data(control_frame=True)
+        if opcode in (websocket.ABNF.OPCODE_PING, websocket.ABNF.OPCODE_PONG):
+            return None
         if opcode == websocket.ABNF.OPCODE_CLOSE:
             raise websocket.WebSocketConnectionClosedException("the server closed the websocket")
         if self.protocol == V1_PROTOCOL:
@@ -924,6 +929,8 @@ class Raw:
             try:
                 msg = self.recv(left)
             except websocket.WebSocketTimeoutException:
+                continue
+            if msg is None:
                 continue
             seen.append(msg)
             if predicate(msg):
@@ -1060,6 +1067,46 @@ def test_input_over_stdin_in_both_protocols(target, kernel):
                       m["parent_header"].get("msg_id") == msg_id, 60, "execute_reply")
         finally:
             raw.close()
+
+
+def test_input_at_once_after_the_kernel_is_idle_reaches_the_client(target):
+    """The first thing a client does once the model says `idle` is an
+    input(). The daemon's sockets to a kernel connect each on its own
+    timer; a kernel ROUTER drops an input_request addressed to a client it
+    has not met on stdin, so `idle` must wait for stdin as well as shell
+    (seen: a kernel reported ready with stdin connecting ~100 ms later, and
+    the input_request lost)."""
+    if not target.is_cordon:
+        pytest.skip("jupyter-server's model says `starting` until a client connects: its "
+                    "`idle` is no readiness signal to act on")
+    gw = target.gw
+    for attempt in range(3):
+        kid = gw.create_kernel()["id"]
+        try:
+            deadline = time.monotonic() + 120
+            while gw.kernel(kid).json()["execution_state"] != "idle":
+                assert time.monotonic() < deadline, gw.kernel(kid).json()
+                time.sleep(0.002)
+            raw = Raw(gw, kid)
+            try:
+                msg_id = raw.send(ws_message(
+                    "shell", "execute_request",
+                    {"code": "print(input('now? '))", "silent": False, "store_history": False,
+                     "user_expressions": {}, "allow_stdin": True, "stop_on_error": True},
+                    raw.session))
+                request = raw.until(lambda m: m["header"]["msg_type"] == "input_request", 30,
+                                    f"the input_request of kernel {attempt + 1}")
+                assert request["parent_header"]["msg_id"] == msg_id
+                answer = ws_message("stdin", "input_reply", {"value": "yes"}, raw.session)
+                answer["parent_header"] = request["header"]
+                raw.send(answer)
+                out = raw.until(lambda m: m["header"]["msg_type"] == "stream" and
+                                m["parent_header"].get("msg_id") == msg_id, 30, "the echo")
+                assert out["content"]["text"] == "yes\n"
+            finally:
+                raw.close()
+        finally:
+            assert gw.delete(kid).status_code == 204
 
 
 def test_interrupt_request_on_control_is_relayed_and_answered(target, kernel):
