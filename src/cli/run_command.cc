@@ -14,6 +14,7 @@
 #include "closure/program.h"
 #include "contain/policy.h"
 #include "contain/probe.h"
+#include "contain/probe_cache.h"
 #include "run/run_sync.h"
 #include "sys/fd.h"
 
@@ -314,7 +315,12 @@ int Execute(const RunArgs& a) {
   contain::ProbeOptions probe_options;
   if (a.Given("--cgroup-root")) probe_options.cgroups.cgroup_root = a.cgroup_root;
   probe_options.isolation = spec.isolation.enabled();
-  auto probe = contain::ProbeHost(probe_options);
+  // The namespace observation is cached beside the store (keyed by the
+  // boot, this binary, the caller's credentials and namespaces, and the
+  // sysctls: contain/probe_cache.h); `cordon probe` always looks afresh.
+  const std::string probe_cache =
+      std::filesystem::path(store->path()).parent_path() / "probe-cache";
+  auto probe = contain::ProbeHostCached(probe_options, probe_cache);
   if (!probe) {
     PrintError(kName, "cannot probe this host: " + probe.error().message());
     return kExitCordonFailed;
@@ -352,6 +358,12 @@ int Execute(const RunArgs& a) {
     };
   }
   auto ran = run::RunSync(spec, *probe, *store, options);
+  // A launch that failed may have failed on a cached claim gone stale (the
+  // namespaces refused since): the next run observes them again.
+  if (!ran ? ran.error().kind == contain::AdmitError::Kind::kInternal
+           : ran->result.outcome == run::Outcome::kSetupFailed) {
+    contain::DropNamespaceProbe(probe_cache);
+  }
   if (!ran) {
     const contain::AdmitError& e = ran.error();
     std::string field = e.field;

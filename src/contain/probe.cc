@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "contain/landlock.h"
+#include "contain/probe_cache.h"
 #include "contain/seccomp.h"
 
 namespace cordon::contain {
@@ -379,7 +380,11 @@ nlohmann::json ToJson(const Probe& probe) {
           {"cgroups", cgroups}, {"isolation", isolation}, {"disk", ToJson(probe.disk)}};
 }
 
-sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
+namespace {
+
+// ProbeHost's body; `cache_file` (ProbeHostCached) supplies the namespace
+// observation when it holds one for this process's facts.
+sys::Result<Probe> Observe(const ProbeOptions& options, const std::string* cache_file) {
   Probe probe;
   probe.euid = ::geteuid();
   auto layout = DiscoverCgroupLayout();
@@ -392,7 +397,16 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
     probe.cgroups.v1_cpu_problem = probe.cgroups.v2_problem;
   }
   if (options.isolation) {
-    probe.isolation.namespaces = ProbeNamespaces();
+    std::string key;
+    std::optional<NamespaceSupport> cached;
+    if (cache_file) {
+      key = NamespaceProbeKey();
+      cached = LoadNamespaceProbe(*cache_file, key);
+    }
+    probe.isolation.namespaces = cached ? *cached : ProbeNamespaces();
+    if (cache_file && !cached && probe.isolation.namespaces.available) {
+      (void)SaveNamespaceProbe(*cache_file, key, probe.isolation.namespaces);
+    }
     // Namespaces that can be made may still be of no use: every launch
     // mounts a fresh /proc in them, which a masked /proc forbids.
     if (probe.isolation.namespaces.available && !PlainProc(ReadMounts())) {
@@ -416,6 +430,14 @@ sys::Result<Probe> ProbeHost(const ProbeOptions& options) {
     if (s.capability == Capability::kProcessTree) probe.process_tree_unisolated = s;
   }
   return probe;
+}
+
+}  // namespace
+
+sys::Result<Probe> ProbeHost(const ProbeOptions& options) { return Observe(options, nullptr); }
+
+sys::Result<Probe> ProbeHostCached(const ProbeOptions& options, const std::string& cache_file) {
+  return Observe(options, &cache_file);
 }
 
 }  // namespace cordon::contain

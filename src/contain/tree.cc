@@ -94,8 +94,13 @@ sys::Result<bool> CgroupTree::Ended() const {
 sys::Result<std::vector<sys::UniqueFd>> CgroupTree::EndEvents() const {
   std::vector<sys::UniqueFd> events;
   if (ns_init_ && !ns_init_->HasExited()) {
+    // Ended() stays false while the init lives, so its exit is the only
+    // event worth waiting for; cgroup.events is watched, if still needed,
+    // at the next look. (An inotify watch made and closed for nothing costs
+    // milliseconds: see Teardown::AwaitEnd.)
     CORDON_ASSIGN_OR_RETURN(sys::UniqueFd init, DupPidFd(*ns_init_));
     events.push_back(std::move(init));
+    return events;
   }
   if (v2_) {
     CORDON_ASSIGN_OR_RETURN(sys::UniqueFd changes, group_.WatchEvents());
