@@ -57,6 +57,8 @@ struct DaemonOptions {
   // MCP (src/mcp, at /mcp and in `cordon mcp`): the most bytes of each
   // output stream in a tool result (--mcp-output-limit).
   uint64_t mcp_output_limit = uint64_t{64} << 10;
+  // An MCP session at /mcp idle this long is ended (--mcp-session-ttl).
+  std::chrono::milliseconds mcp_session_ttl{60 * 60 * 1000};
   // Injected by tests only (a signaller that cannot kill, to reach the
   // quarantine); null: the kernel's. The cordon binary never sets it.
   contain::Signaller* signaller = nullptr;

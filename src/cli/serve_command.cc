@@ -36,7 +36,7 @@ struct ServeArgs {
   std::string header_timeout = "10", body_timeout = "30", http_idle_timeout = "60",
               max_connections = "1024", ws_ping_interval = "30", ws_idle_timeout = "120";
   std::string max_sessions = "64", max_runs = "32";
-  std::string mcp_output_limit = "64K";
+  std::string mcp_output_limit = "64K", mcp_session_ttl = "60m";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
   std::string prespawn = "0", interrupt_grace = "10", kernel_ready_timeout = "60",
               max_kernels = "64", max_message = "64M";
@@ -147,6 +147,8 @@ std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view
        [&](int64_t v) { o.max_runs = static_cast<size_t>(v); }},
       {"--mcp-output-limit", a.mcp_output_limit, ParseSize,
        [&](int64_t v) { o.mcp_output_limit = static_cast<uint64_t>(v); }},
+      {"--mcp-session-ttl", a.mcp_session_ttl, ParseDurationMs,
+       [&](int64_t v) { o.mcp_session_ttl = std::chrono::milliseconds(v); }},
       {"--session-idle-ttl", a.idle_ttl, ParseDurationMs,
        [&](int64_t v) { o.sessions.idle_ttl = std::chrono::milliseconds(v); }},
       {"--session-max-lifetime", a.max_lifetime, ParseDurationMs,
@@ -418,6 +420,10 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "The most bytes of each output stream (stdout, stderr) in an MCP tool result; past it "
       "the output is cut on a UTF-8 boundary and says how much was left out (default 64K)")
       ->type_name("BYTES");
+  opt("--mcp-session-ttl", a.mcp_session_ttl,
+      "An MCP session (Mcp-Session-Id at /mcp) idle this long is ended: its id gets 404, and "
+      "the cordon sessions its tools created and left open are closed (default 60m)")
+      ->type_name("SEC");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "mcp/http_transport.h"
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
 
 #include "sys/json_text.h"
@@ -190,8 +191,18 @@ void HttpTransport::Expire() {
     server_.Close(it->second->connection);
     return sessions_.erase(it);
   };
+  // Idle: no call in flight (a run may outlast the TTL; its client waits
+  // on it), and nothing asked or answered for the TTL.
+  auto idle = [&](const Session& s) {
+    const ConnectionState& state = *s.connection.state;
+    if (std::any_of(state.calls.begin(), state.calls.end(),
+                    [](const auto& call) { return !call.second.expired(); })) {
+      return false;
+    }
+    return now - std::max(s.last_used, state.last_answered) > options_.idle_ttl;
+  };
   for (auto it = sessions_.begin(); it != sessions_.end();) {
-    it = now - it->second->last_used > options_.idle_ttl ? end(it) : std::next(it);
+    it = idle(*it->second) ? end(it) : std::next(it);
   }
   while (sessions_.size() >= options_.max_sessions) {
     auto oldest = sessions_.begin();

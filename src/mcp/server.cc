@@ -222,6 +222,7 @@ class ToolCall final : public CallContext, public std::enable_shared_from_this<T
     cancel_ = nullptr;  // what it holds (a session's exec line) is not kept past the answer
     ++metrics_.mcp_tool_calls[{tool_, result}];
     if (auto connection = connection_.lock()) {
+      connection->last_answered = std::chrono::steady_clock::now();
       auto it = connection->calls.find(id_.dump());
       if (it != connection->calls.end() && it->second.lock().get() == this) {
         connection->calls.erase(it);

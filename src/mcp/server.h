@@ -90,6 +90,9 @@ class ToolCall;
 struct ConnectionState {
   std::map<std::string, std::weak_ptr<ToolCall>> calls;  // by the request id's JSON text
   std::set<std::string> sessions;                        // created, not yet closed
+  // When a tool call was last answered: a transport that ends idle
+  // sessions counts idleness from the later of this and its last request.
+  std::chrono::steady_clock::time_point last_answered;
   // None until logging/setLevel asks (std::size(kLogLevels): nothing).
   int log_level = static_cast<int>(std::size(kLogLevels));
 };

@@ -237,6 +237,11 @@ void SessionExec(Engine& engine, const Call& call, const json& args, ToolDone do
   body.erase("id");
   auto exec = api::ParseExec(body);
   if (!exec) return done(ToolError(Describe(exec.error())));
+  // Its output as it streams: the latest line is its progress message. Weak:
+  // a call that was answered or cancelled is not kept alive by the session.
+  exec->on_output = [weak_call = std::weak_ptr<CallContext>(call)](std::string_view bytes) {
+    if (auto c = weak_call.lock()) c->Output(bytes);
+  };
   const uint64_t limit = engine.output_limit;
   auto ticket = std::make_shared<ExecTicket>();
   std::shared_ptr<ExecLines> lines = engine.execs;

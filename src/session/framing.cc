@@ -1,6 +1,8 @@
 #include "session/framing.h"
 
+#include <algorithm>
 #include <charconv>
+#include <string_view>
 
 #include "sys/random.h"
 
@@ -73,8 +75,12 @@ bool FrameReader::Feed(std::string_view chunk, const std::function<void(std::str
   pending_.append(chunk);
   size_t at = pending_.find(nonce_);
   if (at == std::string::npos) {
-    // Keep back a tail that may be the start of the marker.
-    size_t keep = std::min(pending_.size(), nonce_.size() - 1);
+    // Keep back only a tail that may be the start of the marker (the
+    // longest suffix that is a prefix of the nonce): the rest is passed on
+    // at once, so a caller sees a line as soon as it comes (progress).
+    const std::string_view held(pending_), nonce(nonce_);
+    size_t keep = std::min(held.size(), nonce.size() - 1);
+    while (keep > 0 && !held.ends_with(nonce.substr(0, keep))) --keep;
     out(std::string_view(pending_).substr(0, pending_.size() - keep));
     pending_.erase(0, pending_.size() - keep);
     return false;

@@ -69,6 +69,20 @@ TEST(FrameReaderTest, SplitsAtTheMarkerEvenAcrossChunks) {
   EXPECT_EQ(r.status(), 42);
 }
 
+TEST(FrameReaderTest, PassesOutputOnAtOnceHoldingBackOnlyAPossibleMarkerStart) {
+  FrameReader r;
+  Collected c;
+  r.Expect("cordon-end-abc", true);
+  EXPECT_FALSE(r.Feed("tick 1\n", c.sink()));
+  EXPECT_EQ(c.out, "tick 1\n");
+  EXPECT_FALSE(r.Feed("tick 2 cord", c.sink()));
+  EXPECT_EQ(c.out, "tick 1\ntick 2 ");
+  EXPECT_FALSE(r.Feed("ial\n", c.sink()));
+  EXPECT_EQ(c.out, "tick 1\ntick 2 cordial\n");
+  EXPECT_TRUE(r.Feed("cordon-end-abc 0\n", c.sink()));
+  EXPECT_EQ(c.out, "tick 1\ntick 2 cordial\n");
+}
+
 TEST(FrameReaderTest, OutputWithoutATrailingNewlineAndStderrMarkers) {
   FrameReader r;
   Collected c;

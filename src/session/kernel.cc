@@ -354,6 +354,13 @@ void Kernel::OnMessage(Channel channel, const jupyter::Message& m) {
     const bool output = type == "stream" || type == "display_data" || type == "execute_result" ||
                         type == "update_display_data";
     if (output_lost_ && channel == Channel::kIopub && output) return;
+    if (request_.on_output && channel == Channel::kIopub && type == "stream" &&
+        m.parent_msg_id() == collector_->msg_id()) {
+      auto text = m.content.find("text");
+      if (text != m.content.end() && text->is_string()) {
+        request_.on_output(text->get_ref<const std::string&>());
+      }
+    }
     if (collector_->Feed(channel, m)) return Finish();
     if (collector_->over_budget() && phase_ == Phase::kRunning) {
       Drain(request_.grace,
@@ -435,6 +442,7 @@ void Kernel::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
 }
 
 ExecResult Kernel::TakeResult() {
+  request_.on_output = nullptr;  // what it holds is the caller's: not kept past the end
   ExecResult r;
   if (collector_) {
     r.kernel = collector_->Take();

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "contain/grant.h"
 #include "contain/spec.h"
@@ -27,6 +28,11 @@ struct ExecRequest {
   std::optional<std::string> stdin_bytes;  // none: the command reads EOF (shells only)
   size_t output_limit = 10 << 20;          // per stream (a kernel: one budget for all output)
   std::chrono::milliseconds grace{2000};   // after SIGINT at the deadline
+  // The command's output as it arrives, before any cap (a shell's stdout
+  // and stderr, a kernel's `stream` text), for a caller that shows progress
+  // (the MCP tools). Called on the loop while the execution runs, never
+  // after `done`; it must not call into the runtime. Null: not asked.
+  std::function<void(std::string_view)> on_output;
 };
 
 struct ExecResult {

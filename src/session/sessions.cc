@@ -408,6 +408,7 @@ void Sessions::Pump(Session& s) {
     request.command = std::move(p.call.command);
     request.timeout = left;
     request.stdin_bytes = std::move(p.call.stdin_bytes);
+    request.on_output = std::move(p.call.on_output);
     request.output_limit = static_cast<size_t>(s.spec.limits.output_limit_bytes);
     request.grace = std::chrono::milliseconds(s.spec.limits.grace_ms);
     const std::string id = s.id;

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "contain/bounds.h"
@@ -81,6 +82,8 @@ struct ExecCall {
   std::string command;
   std::optional<int64_t> timeout_ms;  // default: the session's
   std::optional<std::string> stdin_bytes;
+  // Output as it arrives, while the execution runs (ExecRequest::on_output).
+  std::function<void(std::string_view)> on_output;
 };
 
 struct Observer {

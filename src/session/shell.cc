@@ -114,6 +114,7 @@ void Shell::OnOutput(run::StreamId id, std::string_view bytes) {
   std::optional<run::Capture>& capture = stdout_stream ? out_ : err_;
   frame.Feed(bytes, [&](std::string_view b) {
     if (capture) (void)capture->Append(b);
+    if (request_.on_output && running()) request_.on_output(b);
   });
   if (out_frame_.done() && err_frame_.done()) OnFramed();
 }
@@ -138,6 +139,7 @@ void Shell::OnFramed() {
 }
 
 ExecResult Shell::TakeResult() {
+  request_.on_output = nullptr;  // what it holds is the caller's: not kept past the end
   ExecResult r;
   for (auto* c : {&out_, &err_}) {
     if (*c) (void)(*c)->Finish();

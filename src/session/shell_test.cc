@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "support.h"
 #include "sys/epoll_reactor.h"
 
@@ -77,6 +83,48 @@ TEST_F(ShellTest, RunsCommandsInOnePersistentShell) {
   ASSERT_TRUE(reactor_->RunUntil([&] { return ended_.has_value(); }));
   EXPECT_EQ(ended_->end, Shell::End::kKilled);
   EXPECT_TRUE(ended_->run.release.dead);
+}
+
+TEST_F(ShellTest, StreamsOutputToOnOutputWhileTheCommandRuns) {
+  contain::KernelSignaller kernel;
+  auto shell = Start(kernel);
+  ASSERT_TRUE(shell && ready_);
+  std::string seen;
+  std::optional<ExecResult> result;
+  bool after_done = false;
+  auto held = std::make_shared<int>(0);  // what the callback holds: released at the end
+  ExecRequest r;
+  // It ends once the test has seen its output and creates `go`.
+  r.command = "echo first; echo err >&2; until [ -e go ]; do sleep 0.05; done";
+  r.timeout = std::chrono::milliseconds(20000);
+  r.grace = std::chrono::milliseconds(300);
+  r.on_output = [&seen, &result, &after_done, held](std::string_view b) {
+    if (result) after_done = true;
+    seen.append(b);
+  };
+  shell->Exec(std::move(r), [&](ExecResult e) { result = std::move(e); });
+  // Seen while the command still sleeps: streamed, not given at the end.
+  ASSERT_TRUE(reactor_->RunUntil([&] {
+    return (seen.find("first\n") != std::string::npos && seen.find("err\n") != std::string::npos) ||
+           result.has_value() || ended_.has_value();
+  }));
+  EXPECT_FALSE(result.has_value());
+  std::ofstream(work_.path() + "/go").put('\n');
+  ASSERT_TRUE(reactor_->RunUntil([&] { return result.has_value() || ended_.has_value(); }));
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->out.data, "first\n");
+  EXPECT_EQ(result->err.data, "err\n");
+  EXPECT_EQ(result->exit_code, 0);
+  // Only the command's bytes (no framing), and nothing after done.
+  const size_t total = std::string("first\nerr\n").size();
+  EXPECT_EQ(seen.size(), total) << seen;
+  EXPECT_FALSE(after_done);
+  EXPECT_EQ(held.use_count(), 1);
+  // An exec without it runs as before.
+  EXPECT_EQ(Exec(*shell, "echo again").out.data, "again\n");
+  EXPECT_EQ(seen.size(), total);
+  shell->Kill();
+  ASSERT_TRUE(reactor_->RunUntil([&] { return ended_.has_value(); }));
 }
 
 TEST_F(ShellTest, ATeardownThatFailsCanBeRetried) {

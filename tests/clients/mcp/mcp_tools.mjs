@@ -69,6 +69,11 @@ function withTimeout(promise, what) {
 }
 
 const cleanups = [];
+// The cases, each with a server of its own, run at once by the one test at
+// the end (node:test runs top-level tests one after another): the long
+// calls of each then overlap.
+const cases = [];
+const testCase = (name, fn) => cases.push([name, fn]);
 after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
@@ -219,6 +224,14 @@ async function exercisePython(client) {
   assert.equal(images[0].mimeType, 'image/png');
   assert.equal(images[0].data, png);
   failed(await call(client, 'session_exec', { id, code: '1', stdin: 'x' }), 'stdin', 'stdin for python');
+  // Progress: the message is the latest line of the kernel's stream output
+  // so far (from iopub, as it comes).
+  const seen = [];
+  r = ok(await withTimeout(client.callTool({ name: 'session_exec', arguments: { id,
+    code: "import time\nfor i in range(1, 5):\n    print(f'py {i}', flush=True)\n    time.sleep(1)" } },
+  undefined, { onprogress: (p) => seen.push(p) }), 'python with progress'), 'python progress');
+  assert.equal(r.stdout, 'py 1\npy 2\npy 3\npy 4\n');
+  assert.ok(seen.some((p) => /^py [1-4]$/.test(p.message)), JSON.stringify(seen));
   ok(await call(client, 'session_close', { id }), 'python close');
 }
 
@@ -257,27 +270,32 @@ async function exerciseLongCalls(client, label, logText) {
   assert.equal(messages.length, before, `info sent at level error: ${JSON.stringify(messages)}`);
 
   // Progress: with a request timeout of 4 s, reset by each progress
-  // notification, an 8 s run and a 7 s session exec both succeed, and
-  // each saw progress (increasing; the run's message its latest line).
+  // notification, a 10 s run and a 10 s session exec (at once) both
+  // succeed, and each saw progress (increasing), its message the latest
+  // line of output so far: a line printed before the end (the exec's on
+  // stderr, as it streams from the session's shell).
   const progress = { run: [], exec: [] };
   const options = (key) => ({ timeout: 4000, resetTimeoutOnProgress: true,
     onprogress: (p) => progress[key].push(p) });
+  const ticks = (prefix, stream = '') =>
+    `for i in 1 2 3 4 5 6 7 8 9 10; do echo "${prefix} $i"${stream}; sleep 1; done`;
   const [r, e] = await Promise.all([
-    withTimeout(client.callTool({ name: 'run', arguments: {
-      command: 'for i in 1 2 3 4 5 6 7 8; do echo "line $i"; sleep 1; done' } },
-    undefined, options('run')), 'a run with progress'),
+    withTimeout(client.callTool({ name: 'run', arguments: { command: ticks('line') } },
+      undefined, options('run')), 'a run with progress'),
     withTimeout(client.callTool({ name: 'session_exec', arguments: {
-      id: s.id, command: 'sleep 7; echo slept' } }, undefined, options('exec')),
+      id: s.id, command: `${ticks('tick', ' >&2')}; echo slept` } }, undefined, options('exec')),
     'a session exec with progress'),
   ]);
-  assert.equal(ok(r, 'run with progress').stdout.split('\n').filter(Boolean).length, 8);
-  assert.equal(ok(e, 'exec with progress').stdout, 'slept\n');
+  assert.equal(ok(r, 'run with progress').stdout.split('\n').filter(Boolean).length, 10);
+  const exec = ok(e, 'exec with progress');
+  assert.equal(exec.stdout, 'slept\n');
+  assert.equal(exec.stderr.split('\n').filter(Boolean).length, 10);
   for (const [key, seen] of Object.entries(progress)) {
-    assert.ok(seen.length >= 2, `${label}: ${key}: ${seen.length} progress notifications`);
+    assert.ok(seen.length >= 3, `${label}: ${key}: ${seen.length} progress notifications`);
     for (let i = 1; i < seen.length; ++i) assert.ok(seen[i].progress > seen[i - 1].progress, key);
   }
-  assert.ok(progress.run.some((p) => /^line [1-8]$/.test(p.message)), JSON.stringify(progress.run));
-  assert.match(progress.exec.at(-1).message, /running for \d+ s/);
+  assert.ok(progress.run.some((p) => /^line [1-9]$/.test(p.message)), JSON.stringify(progress.run));
+  assert.ok(progress.exec.some((p) => /^tick [1-9]$/.test(p.message)), JSON.stringify(progress.exec));
 
   // Cancellation of a run: the client's AbortSignal sends
   // notifications/cancelled; the whole tree (a setsid'ed child too) is
@@ -332,7 +350,7 @@ async function exerciseLongCalls(client, label, logText) {
 
 // --- stdio: cordon mcp ----------------------------------------------------------
 
-test('stdio: cordon mcp', async () => {
+testCase('stdio: cordon mcp', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-mcp-stdio-'));
   const cgroupRoot = `/cordon-test-mcp-stdio-${process.pid}`;
   cleanups.push(async () => {
@@ -378,7 +396,7 @@ test('stdio: cordon mcp', async () => {
   for (const mark of SANITIZER_MARKS) assert.ok(!log.includes(mark), `a sanitizer report:\n${log}`);
 });
 
-test('stdio: SIGTERM tears a run and a session down and exits 0', async () => {
+testCase('stdio: SIGTERM tears a run and a session down and exits 0', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-mcp-term-'));
   const cgroupRoot = `/cordon-test-mcp-term-${process.pid}`;
   cleanups.push(async () => {
@@ -412,14 +430,17 @@ test('stdio: SIGTERM tears a run and a session down and exits 0', async () => {
 
 // --- Streamable HTTP: /mcp of cordon serve --------------------------------------
 
-test('Streamable HTTP: /mcp of cordon serve', async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cordon-mcp-http-'));
+// A `cordon serve` of its own (state directory, cgroup root, log) with
+// `args`, once it answers: its url and token, and how it exited. Stopped
+// (SIGTERM, by pid) and cleaned up after the tests if still running.
+async function startServe(name, args) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `cordon-mcp-${name}-`));
   const stateDir = path.join(dir, 'state');
-  const cgroupRoot = `/cordon-test-mcp-http-${process.pid}`;
+  const cgroupRoot = `/cordon-test-mcp-${name}-${process.pid}`;
   const logPath = path.join(dir, 'daemon.log');
   const logFd = fs.openSync(logPath, 'a');
   const daemon = spawn(BINARY, ['serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0',
-    '--cgroup-root', cgroupRoot, '--mcp-output-limit', '4K'], { stdio: ['ignore', 'ignore', logFd] });
+    '--cgroup-root', cgroupRoot, ...args], { stdio: ['ignore', 'ignore', logFd] });
   fs.closeSync(logFd);
   let exit = null;
   const exited = new Promise((resolve) => daemon.on('exit', (code, signal) => {
@@ -430,7 +451,9 @@ test('Streamable HTTP: /mcp of cordon serve', async () => {
   cleanups.push(async () => {
     if (!exit) {
       daemon.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, TIMEOUT_MS))]);
+      let timer;
+      await Promise.race([exited, new Promise((r) => { timer = setTimeout(r, TIMEOUT_MS); })]);
+      clearTimeout(timer);  // else it holds the process for TIMEOUT_MS
       if (!exit) daemon.kill('SIGKILL');
     }
     assert.deepEqual(await removeCgroupRoot(cgroupRoot), [], 'cgroups left');
@@ -446,6 +469,12 @@ test('Streamable HTTP: /mcp of cordon serve', async () => {
       return false;
     }
   }, 'serve.json');
+  return { url, token, daemon, exited, logPath, logTail };
+}
+
+testCase('Streamable HTTP: /mcp of cordon serve', async () => {
+  const { url, token, daemon, exited, logPath, logTail } =
+    await startServe('http', ['--mcp-output-limit', '4K']);
   const endpoint = new URL(`${url}/mcp`);
   const auth = { Authorization: `Bearer ${token}` };
 
@@ -528,4 +557,79 @@ test('Streamable HTTP: /mcp of cordon serve', async () => {
   assert.deepEqual(how, { code: 0, signal: null }, `the daemon's exit:\n${logTail()}`);
   const log = fs.readFileSync(logPath, 'utf8');
   for (const mark of SANITIZER_MARKS) assert.ok(!log.includes(mark), `a sanitizer report:\n${log}`);
+});
+
+// An MCP session idle past --mcp-session-ttl is ended: its Mcp-Session-Id
+// then gets 404, and the cordon session its tools created and left open is
+// closed, its processes gone. Expiry is checked on each request to /mcp: a
+// GET (405, which touches no session) makes the daemon look, without
+// using the session being waited on.
+testCase('Streamable HTTP: an MCP session expires after --mcp-session-ttl', async () => {
+  const TTL_MS = 2000;
+  const { url, token, daemon, exited, logPath, logTail } =
+    await startServe('ttl', ['--mcp-session-ttl', `${TTL_MS}ms`]);
+  const endpoint = new URL(`${url}/mcp`);
+  const auth = { Authorization: `Bearer ${token}` };
+  const transport = new StreamableHTTPClientTransport(endpoint, { requestInit: { headers: auth } });
+  const client = new Client({ name: 'cordon-test', version: '1.0.0' });
+  let sessionId;
+  let busy;
+  try {
+    await withTimeout(client.connect(transport), 'initialize over HTTP');
+    sessionId = transport.sessionId;
+    assert.ok(sessionId, 'no Mcp-Session-Id from initialize');
+    const s = ok(await call(client, 'session_create', { kind: 'shell', isolation: 'none' }),
+      'session_create');
+    // The session's shell and a child it left running, by host pid. The
+    // daemon counts the idle time from when it got this, the last request.
+    const lastRequest = Date.now();
+    const r = ok(await call(client, 'session_exec', { id: s.id,
+      command: 'sleep 100 >/dev/null 2>&1 & echo $$ $!' }), 'exec');
+    const pids = r.stdout.trim().split(' ').map(Number);
+    assert.equal(pids.length, 2, r.stdout);
+    assert.ok(pids.every((pid) => pid > 0 && !dead(pid)), `not running: ${pids}`);
+    // Meanwhile a second MCP session has one call that outlasts the TTL:
+    // a session with a call in flight is not idle, and its idle time
+    // starts again when the call is answered.
+    const busyTransport = new StreamableHTTPClientTransport(endpoint,
+      { requestInit: { headers: auth } });
+    busy = new Client({ name: 'cordon-test-busy', version: '1.0.0' });
+    await withTimeout(busy.connect(busyTransport), 'initialize the busy MCP session');
+    const longCall = call(busy, 'run', { command: `sleep ${(2 * TTL_MS) / 1000}`,
+      isolation: 'none' });
+    const view = async () => (await fetch(`${url}/v1/sessions/${s.id}`, { headers: auth })).json();
+    await poll(async () => {
+      assert.equal((await fetch(endpoint, { headers: auth })).status, 405);
+      return (await view()).state === 'closed';
+    }, `session ${s.id} to be closed with its expired MCP session`);
+    assert.ok(Date.now() - lastRequest >= TTL_MS, 'the MCP session ended before its TTL');
+    const long = ok(await withTimeout(longCall, 'the call that outlasts the TTL'), 'long run');
+    assert.equal(long.exit_code, 0, JSON.stringify(long));
+    assert.equal((await fetch(endpoint, { headers: auth })).status, 405);  // Expire looks again
+    assert.ok((await withTimeout(busy.listTools(), 'tools/list after the long call')).tools.length,
+      'the busy MCP session was ended');
+    await poll(() => pids.every(dead), `the session's processes ${pids} to die`);
+    const res = await fetch(endpoint, { method: 'POST',
+      headers: { ...auth, 'Content-Type': 'application/json',
+        Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': sessionId },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+    assert.equal(res.status, 404, 'an expired Mcp-Session-Id');
+    assert.match((await res.json()).error.message, /expired/);
+    await poll(() => events(() => fs.readFileSync(logPath, 'utf8')).some((x) =>
+      x.event === 'mcp_session_closed' && x.session_id === s.id), 'mcp_session_closed logged');
+  } catch (error) {
+    error.message += `\n--- the daemon's log ---\n${logTail()}`;
+    throw error;
+  }
+  await client.close().catch(() => {});
+  if (busy) await busy.close().catch(() => {});
+  daemon.kill('SIGTERM');
+  const how = await withTimeout(exited, 'the daemon to stop');
+  assert.deepEqual(how, { code: 0, signal: null }, `the daemon's exit:\n${logTail()}`);
+  const log = fs.readFileSync(logPath, 'utf8');
+  for (const mark of SANITIZER_MARKS) assert.ok(!log.includes(mark), `a sanitizer report:\n${log}`);
+});
+
+test('cordon mcp over stdio and Streamable HTTP', { concurrency: true }, async (t) => {
+  await Promise.all(cases.map(([name, fn]) => t.test(name, fn)));
 });
