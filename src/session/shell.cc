@@ -144,8 +144,9 @@ ExecResult Shell::TakeResult() {
   for (auto* c : {&out_, &err_}) {
     if (*c) (void)(*c)->Finish();
   }
-  if (out_) r.out = run::StreamResult{out_->data(), out_->truncated(), out_->total_bytes()};
-  if (err_) r.err = run::StreamResult{err_->data(), err_->truncated(), err_->total_bytes()};
+  // Taken, not copied: a 10 MiB stream would otherwise be held twice.
+  if (out_) r.out = run::StreamResult{out_->Take(), out_->truncated(), out_->total_bytes()};
+  if (err_) r.err = run::StreamResult{err_->Take(), err_->truncated(), err_->total_bytes()};
   out_.reset();
   err_.reset();
   r.timed_out = timed_out_;
