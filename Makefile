@@ -23,7 +23,7 @@ PACKAGES := cmake ninja-build g++ make pkg-config \
 	python3-requests python3-websocket python3-jupyter-server python3-notebook python3-matplotlib \
 	python3-yaml python3-jsonschema \
 	util-linux procps
-BENCH_PACKAGES := hyperfine bubblewrap firejail python3-zmq
+BENCH_PACKAGES := hyperfine bubblewrap firejail python3-zmq python3-matplotlib
 
 .PHONY: deps build run demo test unit asan asan-build bench clean format jsclients fuzz-build fuzz fuzz-replay \
 	hosts-smoke test-hosts

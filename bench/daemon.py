@@ -5,11 +5,20 @@
      from the CLI (posix_spawn + wait);
   2. session create-to-ready (POST /v1/sessions answers once the shell is
      ready), each followed by a DELETE;
-  3. runs per second with 4 concurrent clients, and how busy both cores were.
+  3. runs per second against concurrent clients (1, 2, 4, 8), and how busy
+     both cores were;
+  4. runs per second from 4 clients with the daemon pinned to one core and
+     to two (`taskset -c 0`, `taskset -c 0,1`: a daemon started under it, so
+     whatever it spawns inherits the pinning; the clients are not pinned),
+     and the ratio 2 cores / 1 core (issue 16, item 2: target 1.7x).
 
 Each under the default isolation (standard) and under `isolation: none`.
+--json FILE writes every sample and figure there (bench/plots.py reads it).
 
-Usage: daemon.py CORDON_BINARY [ROUNDS]"""
+Usage: daemon.py CORDON_BINARY [ROUNDS] [--json FILE]
+(THROUGHPUT_SECONDS, default 5, is the length of each throughput figure;
+CLIENTS, default "1 2 4 8", the sweep.)"""
+import argparse
 import json
 import os
 import signal
@@ -23,23 +32,39 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "clients", "python"))
 from cordon_client import Client  # noqa: E402
 
-cordon = os.path.abspath(sys.argv[1])
-rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+parser.add_argument("cordon")
+parser.add_argument("rounds", nargs="?", type=int, default=300)
+parser.add_argument("--json", help="write the samples and figures here")
+args = parser.parse_args()
+cordon = os.path.abspath(args.cordon)
+rounds = args.rounds
 work = tempfile.mkdtemp(prefix="cordon-bench-daemon.")
 state = os.path.join(work, "state")
 cgroup_root = f"/cordon-bench-{os.getpid()}"
+out = {"rounds": rounds, "latency_ms": {}, "create_ms": {}, "clients": {}, "cores": {}}
 
-daemon = subprocess.Popen([cordon, "serve", "--state-dir", state, "--listen", "127.0.0.1:0",
-                           "--cgroup-root", cgroup_root, "--max-runs", "64"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-for _ in range(600):
-    try:
-        info = json.load(open(os.path.join(state, "serve.json")))
-        if info["pid"] == daemon.pid:
-            break
-    except (OSError, ValueError):
-        pass
-    time.sleep(0.01)
+
+def start_daemon(state, prefix=()):
+    """`cordon serve` (after `prefix`, say taskset) on a free loopback port:
+    (process, serve.json)."""
+    proc = subprocess.Popen([*prefix, cordon, "serve", "--state-dir", state, "--listen",
+                             "127.0.0.1:0", "--cgroup-root", cgroup_root, "--max-runs", "64"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(3000):
+        try:
+            info = json.load(open(os.path.join(state, "serve.json")))
+            if info["pid"] == proc.pid:
+                return proc, info
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is not None:
+            sys.exit(f"the daemon exited at start ({proc.returncode})")
+        time.sleep(0.01)
+    sys.exit("the daemon did not start within 30 s")
+
+
+daemon, info = start_daemon(state)
 url = info["urls"][0]
 client = Client(url, token_file=info["token_file"])
 
@@ -53,7 +78,9 @@ def timed(fn, n):
     return samples
 
 
-def row(name, samples):
+def row(name, samples, store=None):
+    if store is not None:
+        store[name] = samples
     s = sorted(samples)
     p90 = s[int(len(s) * 0.9)]
     print(f"{name:44} {statistics.median(s):9.3f} {p90:9.3f} {s[0]:9.3f}   (n={len(s)})")
@@ -78,10 +105,12 @@ print(f"== daemon: round trips, {rounds} each, interleaved warm-up, keep-alive H
 print(f"{'':44} {'median ms':>9} {'p90':>9} {'min':>9}")
 for level in LEVELS:
     exec_ms = row(f"session exec `echo hi` (HTTP, {level})",
-                  timed(lambda: sessions[level].exec("echo hi"), rounds))
+                  timed(lambda: sessions[level].exec("echo hi"), rounds), out["latency_ms"])
     run_ms = row(f"POST /v1/runs /bin/true (HTTP, {level})",
-                 timed(lambda: client.run(argv=["/bin/true"], isolation=level), rounds))
-    cli_ms = row(f"cordon run -- /bin/true (CLI, {level})", timed(lambda: cli_true(level), rounds))
+                 timed(lambda: client.run(argv=["/bin/true"], isolation=level), rounds),
+                 out["latency_ms"])
+    cli_ms = row(f"cordon run -- /bin/true (CLI, {level})", timed(lambda: cli_true(level), rounds),
+                 out["latency_ms"])
     print(f"  {level}: exec round trip vs one-shot HTTP run: {exec_ms / run_ms:.2f}; "
           f"HTTP run vs CLI run: {run_ms / cli_ms:.2f}")
 
@@ -95,7 +124,7 @@ for level in LEVELS:
         s = client.session(f"c{i}-{level}", isolation=level)
         create.append((time.perf_counter() - t) * 1000)
         s.close()
-    row(f"POST /v1/sessions ({level}; answers when ready)", create)
+    row(f"POST /v1/sessions ({level}; answers when ready)", create, out["create_ms"])
 
 
 def cpu_busy():
@@ -107,47 +136,102 @@ def cpu_busy():
 
 print()
 duration = float(os.environ.get("THROUGHPUT_SECONDS", "5"))
-clients = int(os.environ.get("CLIENTS", "4"))
+sweep = [int(n) for n in os.environ.get("CLIENTS", "1 2 4 8").split()]
+ncpu = os.cpu_count()
+hz = os.sysconf("SC_CLK_TCK")
 
 
-def worker(i, level):
-    c = Client(url, token_file=info["token_file"])
-    while time.monotonic() < stop:
-        r = c.run(argv=["/bin/true"], isolation=level)
-        assert r["release"]["dead"]
-        counts[i] += 1
-
-
-def daemon_ticks():
-    with open(f"/proc/{daemon.pid}/stat") as f:
+def ticks(path):
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime of the loop's thread
+    return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-for level in LEVELS:
+def throughput(proc, info, level, clients):
+    """Runs of /bin/true per second from `clients` threads, one keep-alive
+    connection each, for `duration` s: (runs/s, machine busy %, the daemon's
+    loop thread in % of a core, the whole daemon in % of a core)."""
     counts = [0] * clients
     stop = time.monotonic() + duration
+
+    def worker(i):
+        c = Client(info["urls"][0], token_file=info["token_file"])
+        while time.monotonic() < stop:
+            r = c.run(argv=["/bin/true"], isolation=level)
+            assert r["release"]["dead"]
+            counts[i] += 1
+
     busy0, total0 = cpu_busy()
-    d0 = daemon_ticks()
+    loop0, all0 = ticks(f"/proc/{proc.pid}/task/{proc.pid}/stat"), ticks(f"/proc/{proc.pid}/stat")
     t0 = time.monotonic()
-    threads = [threading.Thread(target=worker, args=(i, level)) for i in range(clients)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - t0
     busy1, total1 = cpu_busy()
-    d1 = daemon_ticks()
-    ncpu = os.cpu_count()
-    print(f"== throughput ({level}): {clients} concurrent clients, POST /v1/runs /bin/true for {duration:.0f} s")
-    print(f"runs per second: {sum(counts) / elapsed:.0f}  (total {sum(counts)}); "
-          f"CPU busy: {100 * (busy1 - busy0) / (total1 - total0):.0f}% of {ncpu} cores; "
-          f"the daemon's loop: {100 * (d1 - d0) / os.sysconf('SC_CLK_TCK') / elapsed:.0f}% of one core")
+    loop1, all1 = ticks(f"/proc/{proc.pid}/task/{proc.pid}/stat"), ticks(f"/proc/{proc.pid}/stat")
+    return {"runs_per_s": sum(counts) / elapsed, "runs": sum(counts),
+            "busy_pct": 100 * (busy1 - busy0) / (total1 - total0),
+            "loop_pct": 100 * (loop1 - loop0) / hz / elapsed,
+            "daemon_pct": 100 * (all1 - all0) / hz / elapsed}
+
+
+def line(label, r):
+    print(f"{label:34} {r['runs_per_s']:7.0f} {r['busy_pct']:7.0f}% {r['loop_pct']:9.0f}% "
+          f"{r['daemon_pct']:9.0f}%")
+
+
+header = f"{'':34} {'runs/s':>7} {'busy':>8} {'loop':>10} {'daemon':>10}"
+print(f"== throughput: POST /v1/runs /bin/true, {duration:.0f} s each; busy: the machine "
+      f"({ncpu} cores); loop: the daemon's event-loop thread, daemon: all its threads "
+      f"(% of one core)")
+print(header)
+for level in LEVELS:
+    out["clients"][level] = {}
+    for n in sweep:
+        r = throughput(daemon, info, level, n)
+        out["clients"][level][n] = r
+        line(f"{level}, {n} client{'s' if n > 1 else ''}", r)
 
 for session in sessions.values():
     session.close()
 daemon.send_signal(signal.SIGTERM)
 daemon.wait(timeout=60)
+
+# The daemon pinned: started under taskset, so whatever it spawns (every
+# sandbox) inherits the pinning; the clients are not pinned.
+print()
+print(f"== throughput against cores: 4 clients, the daemon under `taskset -c 0` and "
+      f"`taskset -c 0,1`, {duration:.0f} s each")
+print(header)
+pins = [("1 core", "0"), ("2 cores", "0,1")] if ncpu >= 2 else [("1 core", "0")]
+for level in LEVELS:
+    out["cores"][level] = {}
+    for label, cpus in pins:
+        proc, pinned = start_daemon(os.path.join(work, f"state-{level}-{cpus}"),
+                                    ("taskset", "-c", cpus))
+        try:
+            Client(pinned["urls"][0], token_file=pinned["token_file"]).run(
+                argv=["/bin/true"], isolation=level)  # warm-up
+            r = throughput(proc, pinned, level, 4)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        out["cores"][level][label] = r
+        line(f"{level}, taskset -c {cpus}", r)
+for level in LEVELS:
+    c = out["cores"][level]
+    if "2 cores" in c:
+        ratio = c["2 cores"]["runs_per_s"] / c["1 core"]["runs_per_s"]
+        c["ratio"] = ratio
+        print(f"{level}: 2 cores / 1 core = {ratio:.2f}x" +
+              (f" (issue 16's target >= 1.7x: {'met' if ratio >= 1.7 else 'NOT met'})"
+               if level == "standard" else ""))
+if args.json:
+    with open(args.json, "w") as f:
+        json.dump(out, f)
 subprocess.run(["rm", "-rf", work])
 with open("/proc/self/mountinfo") as f:
     mounts = [l.split(" - ")[0].split(" ")[4] for l in f if " - cgroup" in l]

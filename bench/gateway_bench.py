@@ -36,6 +36,7 @@ change, copied aside with its cordon-serve) runs cold beside the first,
 taking the same turns: before and after in one run.
 
 Usage: gateway_bench.py [BUILD_DIR] [--runs N] [--creates N] [--compare CORDON] [--sandboxed]
+                        [--json FILE]
        gateway_bench.py --url URL --token T [--runs N]   (one gateway alone)
 """
 import argparse
@@ -97,6 +98,10 @@ class Subject:
         self.stop = stop
         self.warm_pause = warm_pause
         self.create, self.first, self.new_ws, self.open_ws = [], [], [], []
+        # The bench process's own CPU per open-websocket round trip: the
+        # client's work (frames, JSON, HMAC), which the servers' figures
+        # include but which is not theirs.
+        self.open_ws_cpu = []
         self.state_at_201 = set()  # execution_state of the models the 201s carried
         self.kernel = None
         self.ws = None
@@ -136,9 +141,10 @@ class Subject:
             # A session id of its own: jupyter-server closes an older websocket
             # of the same session when the new-websocket executions connect.
             self.ws = self.gw.connect(self.kernel, session_id=uuid.uuid4().hex)
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         assert self.gw.execute_on(self.ws, "1+1").text == "2"
         self.open_ws.append(ms(time.perf_counter() - t))
+        self.open_ws_cpu.append(ms(time.process_time() - cpu))
 
     def close(self):
         if self.ws is not None:
@@ -195,9 +201,10 @@ class DirectSubject(Subject):
         pass
 
     def one_open_ws(self):
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         assert self.direct.execute("1+1").text == "2"
         self.open_ws.append(ms(time.perf_counter() - t))
+        self.open_ws_cpu.append(ms(time.process_time() - cpu))
 
     def close(self):
         if self.direct is not None:
@@ -305,6 +312,14 @@ def report(subjects, unavailable, floor, floor_problem, runs, creates):
                     median(sandboxed.open_ws) / median(direct.open_ws))
             print(f"  of which: the relay (cordon / direct to a kernel sandboxed alike) {r:.3f}, "
                   f"the sandbox (that kernel / an unsandboxed one, both direct) {k:.3f}")
+        # Both clients are Python; the websocket one does more per message
+        # (frame parse and unmasking in pure Python, as python3-websocket
+        # does). What is left once that is taken out is the relay's own.
+        ws_cpu, zmq_cpu = median(cold.open_ws_cpu), median(direct.open_ws_cpu)
+        relay = median(cold.open_ws) - (ws_cpu - zmq_cpu)
+        print(f"  the clients' own CPU per round trip: websocket {ws_cpu:.2f} ms, "
+              f"ZeroMQ {zmq_cpu:.2f} ms; less that difference, cordon / direct = "
+              f"{relay / median(direct.open_ws):.3f}")
         if floor:
             print(f"  (against the C++ client, not like for like: "
                   f"{median(cold.open_ws) / floor['round_trip_ms']:.3f})")
@@ -335,6 +350,9 @@ def main():
     p.add_argument("--compare", metavar="CORDON",
                    help="another cordon binary (with its cordon-serve beside it), run cold "
                         "beside the build's: before and after a change in one run")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write every sample (ms) of every server, and the C++ floor, to FILE "
+                        "(bench/plots.py reads it)")
     a = p.parse_args()
 
     work = tempfile.mkdtemp(prefix="cordon-bench-gw.")
@@ -388,6 +406,13 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     floor, floor_problem = (None, "not asked (--url)") if a.url else zmq_floor(a.build, a.runs)
     report(subjects, unavailable, floor, floor_problem, a.runs, a.creates)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"runs": a.runs, "creates": a.creates,
+                       "subjects": [{"key": s.key, "name": s.name, "create": s.create,
+                                     "first": s.first, "new_ws": s.new_ws, "open_ws": s.open_ws}
+                                    for s in subjects],
+                       "unavailable": unavailable, "cpp_floor": floor}, f)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,19 @@
 #     (build/bench/zmq_direct, in C++, for reference).
 #  7. a tenant's bounds: bench/slowloris.py, output_flood.py, full_disk.py,
 #     soak.py, kill_under_load.py (BOUNDS=0 leaves them out).
+#  8. the daemon's memory under load (bench/memory.py): a 2 GB output flood,
+#     64 live shell sessions, MEMORY_PYTHON (16) python ones (MEMORY=0
+#     leaves it out).
+#  9. PNG plots (bench/plots.py, python3-matplotlib) of what 4-6 and 8
+#     measured.
+#
+# Every sample goes, as JSON, into $BENCH_OUT (default BUILD_DIR/bench),
+# which is kept after the run: startup.json and isolation.json (hyperfine
+# --export-json, with the rows' names), daemon.json, gateway.json,
+# memory.json, meta.json (date, load), and the plots beside them.
+# SECTIONS="startup teardown steps isolation daemon gateway bounds memory
+# plots" (any of them; default all) runs some only. BENCH_BUILD=0 builds
+# nothing (cordon_setup_steps and zmq_direct must then exist).
 set -euo pipefail
 build=${1:-build}
 cordon=$(realpath "$build/cordon")
@@ -32,6 +45,16 @@ runs=${RUNS:-300}
 work=$(mktemp -d /tmp/cordon-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 state=$work/state
+out=${BENCH_OUT:-$build/bench}
+mkdir -p "$out"
+out=$(realpath "$out")
+want() { [[ " ${SECTIONS:-all} " == *" all "* || " ${SECTIONS:-all} " == *" $1 "* ]]; }
+build_target() { [[ ${BENCH_BUILD:-1} == 0 ]] || cmake --build "$build" --target "$1" >/dev/null; }
+/usr/bin/python3 - "$out/meta.json" <<'PY'
+import json, os, sys, time
+json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+           "load_start": " ".join(f"{x:.2f}" for x in os.getloadavg())}, open(sys.argv[1], "w"))
+PY
 
 command -v hyperfine >/dev/null || { echo "hyperfine is missing (make bench installs it)" >&2; exit 1; }
 
@@ -52,12 +75,16 @@ else
   echo "(systemd-run --scope does not run here (no systemd as PID 1): left out)"
 fi
 
+if want startup; then
 echo "== start-up, $runs runs each, interleaved warm-up"
-hyperfine -N --style none --warmup 30 --runs "$runs" --export-json "$work/startup.json" "${cmds[@]}" >/dev/null 2>&1
-/usr/bin/python3 - "$work/startup.json" "${names[@]}" <<'PY'
+hyperfine -N --style none --warmup 30 --runs "$runs" --export-json "$out/startup.json" "${cmds[@]}" >/dev/null 2>&1
+/usr/bin/python3 - "$out/startup.json" "${names[@]}" <<'PY'
 import json, sys
-results = json.load(open(sys.argv[1]))["results"]
+data = json.load(open(sys.argv[1]))
+results = data["results"]
 names = sys.argv[2:]
+data["names"] = names
+json.dump(data, open(sys.argv[1], "w"))
 base = results[0]["median"]
 cordon = results[1]["median"]
 print(f"{'command':40} {'median ms':>10} {'vs bare':>8} {'vs cordon':>10}")
@@ -65,7 +92,9 @@ for name, r in zip(names, results):
     m = r["median"]
     print(f"{name:40} {m*1000:10.3f} {m/base:8.2f} {m/cordon:10.2f}")
 PY
+fi
 
+if want teardown; then
 echo
 echo "== teardown of a 50-process tree (25 setsid'ed escapees), deadline 0.3 s"
 for mode in term kill standard; do
@@ -90,6 +119,7 @@ label = {'term': 'SIGTERM, members cooperate', 'kill': 'SIGKILL at once (--grace
 print(f'{label:32} median {statistics.median(v)/1000:.2f} ms  min {v[0]/1000:.2f}  max {v[-1]/1000:.2f}  (n={len(v)}, verified dead each time)')
 "
 done
+fi
 
 
 # The kernel frees network namespaces in the background, and a backlog of
@@ -97,14 +127,17 @@ done
 # sections that make many.
 pause() { sleep "${PAUSE:-20}"; }
 
+if want steps; then
 pause
 echo
 steps="$build/cordon_setup_steps"
-cmake --build "$build" --target cordon_setup_steps >/dev/null
+build_target cordon_setup_steps
 echo
 echo "== where a sandboxed launch spends its time"
 "$steps" "${STEP_RUNS:-100}"
+fi
 
+if want isolation; then
 pause
 echo
 echo "== isolation side by side, ${ISO_RUNS:-180} runs each, interleaved warm-up"
@@ -129,11 +162,14 @@ if $unshare_cmd 2>/dev/null; then
 else
   echo "(unshare does not run here: left out)"
 fi
-hyperfine -N --style none --warmup 30 --runs "${ISO_RUNS:-180}" --export-json "$work/isolation.json" "${iso_cmds[@]}" >/dev/null 2>&1
-/usr/bin/python3 - "$work/isolation.json" "${iso_names[@]}" <<'PY'
+hyperfine -N --style none --warmup 30 --runs "${ISO_RUNS:-180}" --export-json "$out/isolation.json" "${iso_cmds[@]}" >/dev/null 2>&1
+/usr/bin/python3 - "$out/isolation.json" "${iso_names[@]}" <<'PY'
 import json, sys
-results = json.load(open(sys.argv[1]))["results"]
+data = json.load(open(sys.argv[1]))
+results = data["results"]
 names = sys.argv[2:]
+data["names"] = names
+json.dump(data, open(sys.argv[1], "w"))
 base = results[0]["median"]
 cordon = results[1]["median"]
 print(f"{'command':40} {'median ms':>10} {'vs bare':>8} {'vs cordon':>10}")
@@ -145,20 +181,27 @@ if bwrap:
     print(f"target: cordon standard at least 2x faster than bwrap --unshare-all: "
           f"{bwrap[0]/cordon:.2f}x ({'met' if bwrap[0] >= 2 * cordon else 'not met'})")
 PY
+fi
 
+if want daemon; then
 pause
 echo
 # 5. the daemon: exec round trip, one-shot runs over HTTP and from the CLI,
-#    session create-to-ready, throughput with 4 concurrent clients.
-/usr/bin/python3 "$(dirname "$0")/daemon.py" "$cordon" "${DAEMON_RUNS:-300}"
+#    session create-to-ready, throughput against 1, 2, 4, 8 clients and
+#    against 1 and 2 cores (taskset).
+/usr/bin/python3 "$(dirname "$0")/daemon.py" "$cordon" "${DAEMON_RUNS:-300}" --json "$out/daemon.json"
+fi
 
+if want gateway; then
 pause
 echo
 # 6. the Kernel Gateway surface, against jupyter-server, and the ZeroMQ floor.
-cmake --build "$build" --target zmq_direct >/dev/null
+build_target zmq_direct
 /usr/bin/python3 "$(dirname "$0")/gateway_bench.py" "$build" --runs "${GATEWAY_RUNS:-30}" \
-  --creates "${GATEWAY_CREATES:-5}"
+  --creates "${GATEWAY_CREATES:-5}" --json "$out/gateway.json"
+fi
 
+if want bounds; then
 pause
 echo
 # 7. a tenant's bounds (issue 11): slow connections, a 2 GB output flood,
@@ -173,4 +216,21 @@ if [[ ${BOUNDS:-1} != 0 ]]; then
     pause
     echo
   done
+fi
+fi
+
+export CORDON_BINARY=$cordon
+# 8. the daemon's memory under load (about a minute): a 2 GB flood as a run
+#    and as a shell exec, 64 live shell sessions, MEMORY_PYTHON python ones.
+if want memory && [[ ${MEMORY:-1} != 0 ]]; then
+  # A verdict NOT MET (exit 1) still leaves the plots to make.
+  /usr/bin/python3 "$(dirname "$0")/memory.py" --json "$out/memory.json" ||
+    echo "(bench/memory.py exited $?)"
+  echo
+fi
+
+# 9. the plots, from the JSON above.
+if want plots; then
+  /usr/bin/python3 "$(dirname "$0")/plots.py" "$out"
+  echo "(the samples and the plots are kept in $out)"
 fi

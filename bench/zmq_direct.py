@@ -122,8 +122,9 @@ class DirectKernel:
                 raise TimeoutError("the kernel did not answer kernel_info_request")
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"the kernel exited at start ({self.proc.returncode})")
-            if not info:
-                self.send("kernel_info_request", {})
+            # Asked again until both came: a status sent before the
+            # subscription was up is lost, and only a new request makes one.
+            self.send("kernel_info_request", {})
             end = time.monotonic() + 0.05
             while time.monotonic() < end and not (info and iopub):
                 m = self.receive(0.05)
