@@ -303,10 +303,15 @@ Kernel::~Kernel() {
 void Kernel::AskInfo() {
   if (phase_ != Phase::kStarting) return;
   LinkSockets(runtime_dir_);
-  jupyter::Message request = client_->Make("kernel_info_request");
-  info_requests_.insert(request.msg_id());
-  (void)client_->Send(Channel::kShell, request);
-  if (phase_ != Phase::kStarting) return;  // the reply may have come at once
+  // Once answered, what is left is the channels' connecting (MaybeReady;
+  // the links above go on being made): another request would only put
+  // more statuses on every client's iopub.
+  if (!(info_ && iopub_seen_)) {
+    jupyter::Message request = client_->Make("kernel_info_request");
+    info_requests_.insert(request.msg_id());
+    (void)client_->Send(Channel::kShell, request);
+    if (phase_ != Phase::kStarting) return;  // the reply may have come at once
+  }
   heartbeat_->Set(kInfoRetry, [this] { AskInfo(); });
 }
 
