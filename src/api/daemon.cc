@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <charconv>
 #include <filesystem>
 
@@ -79,8 +81,65 @@ struct Daemon::Impl {
   std::unique_ptr<mcp::Server> mcp;
   std::unique_ptr<mcp::HttpTransport> mcp_http;
   bool stopping = false;
+  // Retention (--keep-records): the next pass, and what this one forgot.
+  asio::steady_timer prune_timer{io};
+  int64_t pruned_grants = 0;
+  size_t pruned_sessions = 0;
 
   Impl(asio::io_context& io, DaemonOptions options) : io(io), options(std::move(options)) {}
+
+  // --- Retention. ---
+  static constexpr int64_t kPruneBatch = 1000;
+
+  // The oldest end a record may have and be kept.
+  int64_t KeepSince() const { return store::NowMs() - options.keep_records.count(); }
+
+  // One batch of each kind per turn of the loop, so that a backlog (after
+  // an upgrade, or a lowered --keep-records) does not hold up requests;
+  // the pass goes on at once while a batch comes back full.
+  void PruneBatch() {
+    const int64_t before = KeepSince();
+    auto grants = store->PruneGrants(before, kPruneBatch);
+    auto forgotten = sessions->Forget(before, kPruneBatch);
+    auto failed = [](const sys::Error& e) {
+      Log("error", "store_error", {{"during", "pruning records"}, {"error", e.message()}});
+    };
+    if (grants)
+      pruned_grants += *grants;
+    else
+      failed(grants.error());
+    if (forgotten)
+      pruned_sessions += *forgotten;
+    else
+      failed(forgotten.error());
+    const bool more = (grants && *grants == kPruneBatch) ||
+                      (forgotten && static_cast<int64_t>(*forgotten) == kPruneBatch);
+    if (!more && (pruned_grants || pruned_sessions)) {
+      Log("info", "records_pruned",
+          {{"grants", pruned_grants},
+           {"sessions", pruned_sessions},
+           {"ended_before_ms", before},
+           {"keep_records_ms", options.keep_records.count()}});
+      pruned_grants = 0;
+      pruned_sessions = 0;
+    }
+    SchedulePrune(more ? std::chrono::milliseconds(0) : PruneInterval());
+  }
+
+  std::chrono::milliseconds PruneInterval() const {
+    using std::chrono::milliseconds;
+    return std::clamp(options.keep_records / 10, milliseconds(1000), milliseconds(600'000));
+  }
+
+  void SchedulePrune(std::chrono::milliseconds after) {
+    if (stopping) return;
+    prune_timer.expires_after(after);
+    prune_timer.async_wait([this](boost::system::error_code ec) {
+      // Cancelled (shutdown, or the daemon destroyed): `this` may be gone.
+      if (ec || stopping) return;
+      PruneBatch();
+    });
+  }
 
   // --- Admission of a request, after its header. ---
   std::optional<ApiError> Admit(const Header& header, uint64_t& body_limit) {
@@ -392,6 +451,20 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
     CORDON_ASSIGN_OR_RETURN(d.extension, d.options.extension(services));
     d.options.sessions.python = std::move(services.python);
   }
+  // Ended sessions past --keep-records are forgotten before the rest are
+  // loaded; released grants go in the background (below).
+  for (size_t forgotten = 0;;) {
+    CORDON_ASSIGN_OR_RETURN(auto ids, d.store->PruneSessions(d.KeepSince(), Impl::kPruneBatch));
+    forgotten += ids.size();
+    if (static_cast<int64_t>(ids.size()) == Impl::kPruneBatch) continue;
+    if (forgotten) {
+      Log("info", "records_pruned",
+          {{"grants", 0},
+           {"sessions", forgotten},
+           {"keep_records_ms", d.options.keep_records.count()}});
+    }
+    break;
+  }
   CORDON_ASSIGN_OR_RETURN(d.sessions,
                           session::Sessions::Create(*d.reactor, *d.store, *d.signaller, d.probe,
                                                     d.options.sessions, std::move(observer)));
@@ -427,12 +500,14 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
     d.urls.push_back(*url);
   }
   if (!d.urls.empty()) d.WriteServeFile();
+  d.SchedulePrune(std::chrono::milliseconds(0));
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 
 void Daemon::Shutdown(std::function<void(bool)> done) {
   Impl& d = *impl_;
   d.stopping = true;
+  d.prune_timer.cancel();
   d.server->StopAccepting();
   // Both halves report once; `done` runs after the second.
   struct Pending {

@@ -59,6 +59,9 @@ struct DaemonOptions {
   uint64_t mcp_output_limit = uint64_t{64} << 10;
   // An MCP session at /mcp idle this long is ended (--mcp-session-ttl).
   std::chrono::milliseconds mcp_session_ttl{60 * 60 * 1000};
+  // Records of what ended longer ago than this are forgotten
+  // (--keep-records): released grants, closed and invalidated sessions.
+  std::chrono::milliseconds keep_records{std::chrono::hours(7 * 24)};
   // Injected by tests only (a signaller that cannot kill, to reach the
   // quarantine); null: the kernel's. The cordon binary never sets it.
   contain::Signaller* signaller = nullptr;

@@ -88,7 +88,8 @@ std::expected<int64_t, std::string> ParseSize(std::string_view text) {
 
 std::expected<int64_t, std::string> ParseDurationMs(std::string_view text) {
   const std::string expected =
-      "expected seconds such as 2 or 0.5, or a value with a unit (250ms, 1.5s, 2m), got " +
+      "expected seconds such as 2 or 0.5, or a value with a unit (250ms, 1.5s, 2m, 12h, 7d), "
+      "got " +
       Quote(text);
   if (text.empty()) return std::unexpected(expected);
   if (text[0] == '-') return std::unexpected("must not be negative, got " + Quote(text));
@@ -102,6 +103,12 @@ std::expected<int64_t, std::string> ParseDurationMs(std::string_view text) {
     number.remove_suffix(1);
   } else if (number.ends_with("m")) {
     unit_ms = 60'000;
+    number.remove_suffix(1);
+  } else if (number.ends_with("h")) {
+    unit_ms = 3'600'000;
+    number.remove_suffix(1);
+  } else if (number.ends_with("d")) {
+    unit_ms = 86'400'000;
     number.remove_suffix(1);
   }
   size_t dot = number.find('.');

@@ -10,7 +10,8 @@
 namespace cordon::cli {
 
 // Seconds with an optional fraction ("2", "0.5"), or with a unit: "ms", "s",
-// "m" ("250ms", "1.5s", "2m"). Returns milliseconds; never negative.
+// "m", "h", "d" ("250ms", "1.5s", "2m", "12h", "7d"). Returns milliseconds;
+// never negative.
 std::expected<int64_t, std::string> ParseDurationMs(std::string_view text);
 
 // Bytes, with an optional binary suffix K, M, G or T (K = 1024), optionally

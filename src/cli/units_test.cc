@@ -12,6 +12,10 @@ TEST(UnitsTest, Durations) {
   EXPECT_EQ(ParseDurationMs("1.5s").value(), 1500);
   EXPECT_EQ(ParseDurationMs("250ms").value(), 250);
   EXPECT_EQ(ParseDurationMs("2m").value(), 120000);
+  EXPECT_EQ(ParseDurationMs("12h").value(), 12 * 3600 * 1000);
+  EXPECT_EQ(ParseDurationMs("1.5H").value(), 5400 * 1000);
+  EXPECT_EQ(ParseDurationMs("7d").value(), int64_t{7} * 86400 * 1000);
+  EXPECT_EQ(ParseDurationMs("0.5d").value(), 12 * 3600 * 1000);
   EXPECT_EQ(ParseDurationMs("0").value(), 0);
   EXPECT_EQ(ParseDurationMs("0.0001").value(), 0);
   for (const char* bad : {"", "abc", "-1", "1.", "1..2", "1x", "ms", "1.5ms.", " 1"}) {
@@ -19,6 +23,9 @@ TEST(UnitsTest, Durations) {
   }
   EXPECT_NE(ParseDurationMs("-1").error().find("negative"), std::string::npos);
   EXPECT_FALSE(ParseDurationMs("99999999999999999999"));
+  EXPECT_TRUE(ParseDurationMs("106751991167d"));  // INT64_MAX milliseconds, in whole days
+  EXPECT_FALSE(ParseDurationMs("106751991168d"));
+  for (const char* bad : {"1dd", "d", "1hm", "1w"}) EXPECT_FALSE(ParseDurationMs(bad)) << bad;
 }
 
 TEST(UnitsTest, SizesAreBinary) {

@@ -215,6 +215,23 @@ sys::Result<void> Sessions::Recover() {
   return {};
 }
 
+sys::Result<size_t> Sessions::Forget(int64_t before_ms, int64_t limit) {
+  CORDON_ASSIGN_OR_RETURN(std::vector<std::string> ids, store_.PruneSessions(before_ms, limit));
+  for (const auto& id : ids) {
+    // Its record said it had ended, and each change is recorded at once;
+    // a session that is anything else here is kept (its next record puts
+    // the row back).
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) continue;
+    const Session& s = *it->second;
+    if ((s.state == "closed" || s.state == "invalidated") && !s.runtime && s.queue.empty() &&
+        s.create_waiters.empty() && s.delete_waiters.empty() && s.restart_waiters.empty()) {
+      sessions_.erase(it);
+    }
+  }
+  return ids.size();
+}
+
 std::optional<Error> Sessions::StartRuntime(Session& s) {
   const std::string id = s.id;
   const int64_t generation = s.generation;

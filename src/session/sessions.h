@@ -140,6 +140,12 @@ class Sessions final {
   size_t quarantined() const;
   size_t warm() const;  // ready in the pool
 
+  // Retention (cordon serve --keep-records): forgets at most `limit` of
+  // the closed and invalidated sessions whose record was last written
+  // before `before_ms`, in the store and here (their ids then get 404).
+  // Returns how many went.
+  sys::Result<size_t> Forget(int64_t before_ms, int64_t limit);
+
  private:
   struct Pending {
     ExecCall call;

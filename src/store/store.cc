@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Each entry moves the schema one version up; never edit a released one.
-constexpr std::array<std::string_view, 3> kMigrations = {
+constexpr std::array<std::string_view, 4> kMigrations = {
     R"sql(
 CREATE TABLE grants (
   id TEXT PRIMARY KEY,
@@ -74,6 +74,10 @@ CREATE TABLE jupyter_sessions (
   updated_at_ms INTEGER NOT NULL
 );
 CREATE INDEX jupyter_sessions_by_path ON jupyter_sessions (path);
+)sql",
+    // 4: ended sessions found by age, to be forgotten (Store::PruneSessions).
+    R"sql(
+CREATE INDEX sessions_by_state ON sessions (state, updated_at_ms);
 )sql",
 };
 
@@ -284,6 +288,33 @@ sys::Result<std::optional<GrantRecord>> Store::GetGrant(const std::string& id) {
   CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row) return std::nullopt;
   return ReadRow(s);
+}
+
+sys::Result<int64_t> Store::PruneGrants(int64_t before_ms, int64_t limit) {
+  // A grant is created before it is released, so the index on
+  // (state, created_at_ms) bounds the scan.
+  CORDON_ASSIGN_OR_RETURN(Statement s,
+                          db_.Prepare("DELETE FROM grants WHERE rowid IN (SELECT rowid FROM grants "
+                                      "WHERE state = 'released' AND created_at_ms < ?1 AND "
+                                      "released_at_ms < ?1 LIMIT ?2)"));
+  s.Bind(1, before_ms).Bind(2, limit);
+  CORDON_RETURN_IF_ERROR(s.Run());
+  return static_cast<int64_t>(sqlite3_changes(db_.handle()));
+}
+
+sys::Result<std::vector<std::string>> Store::PruneSessions(int64_t before_ms, int64_t limit) {
+  CORDON_ASSIGN_OR_RETURN(
+      Statement s, db_.Prepare("DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions "
+                               "WHERE state IN ('closed', 'invalidated') AND updated_at_ms < ?1 "
+                               "LIMIT ?2) RETURNING id"));
+  s.Bind(1, before_ms).Bind(2, limit);
+  std::vector<std::string> ids;
+  while (true) {
+    CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    ids.push_back(s.Text(0));
+  }
+  return ids;
 }
 
 sys::Result<void> Store::PutSession(const SessionRecord& r) {

@@ -81,6 +81,15 @@ class Store final {
   sys::Result<std::vector<GrantRecord>> ListGrants(bool all);
   sys::Result<std::optional<GrantRecord>> GetGrant(const std::string& id);
 
+  // Retention (cordon serve --keep-records): forgets at most `limit` of
+  // what ended before `before_ms`. Only released grants go: an active one
+  // is what `reap` needs. Only closed and invalidated sessions go: a lost
+  // one keeps its workspace for a create with the same id, and a
+  // quarantined one still holds processes. Returns how many grants went,
+  // and the ids of the sessions that went.
+  sys::Result<int64_t> PruneGrants(int64_t before_ms, int64_t limit);
+  sys::Result<std::vector<std::string>> PruneSessions(int64_t before_ms, int64_t limit);
+
   // Inserts or replaces the session's row (its latest generation).
   sys::Result<void> PutSession(const SessionRecord& session);
   sys::Result<std::vector<SessionRecord>> ListSessions();

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "support.h"
 
 namespace cordon::store {
@@ -26,7 +28,7 @@ TEST(StoreTest, GrantsGoFromActiveToReleasedAndSurviveReopening) {
   {
     auto store = Store::Open(dir / "state");
     ASSERT_TRUE(store) << store.error().message();
-    EXPECT_EQ(store->schema_version(), 3);
+    EXPECT_EQ(store->schema_version(), 4);
     ASSERT_TRUE(store->InsertGrant(Sample("g1")));
     ASSERT_TRUE(store->InsertGrant(Sample("g2")));
     proc::Identity id{1234, 1, 99, "boot"};
@@ -154,7 +156,7 @@ TEST(StoreTest, MigratesAVersionOneDatabase) {
   }
   auto store = Store::Open(dir / "state");
   ASSERT_TRUE(store) << store.error().message();
-  EXPECT_EQ(store->schema_version(), 3);
+  EXPECT_EQ(store->schema_version(), 4);
   EXPECT_TRUE(store->GetGrant("old").value());
   EXPECT_TRUE(store->ListSessions());
   EXPECT_TRUE(store->ListJupyterSessions());
@@ -228,15 +230,69 @@ TEST(StoreTest, MigratesAVersionTwoDatabase) {
   {
     auto db = Database::Open(dir / "state/cordon.db");
     ASSERT_TRUE(db);
-    ASSERT_TRUE(db->Exec("DROP TABLE jupyter_sessions; PRAGMA user_version = 2;"));
+    ASSERT_TRUE(db->Exec(
+        "DROP TABLE jupyter_sessions; DROP INDEX sessions_by_state; PRAGMA user_version = 2;"));
   }
   auto store = Store::Open(dir / "state");
   ASSERT_TRUE(store) << store.error().message();
-  EXPECT_EQ(store->schema_version(), 3);
+  EXPECT_EQ(store->schema_version(), 4);
   EXPECT_TRUE(store->GetGrant("old").value());
   ASSERT_EQ(store->ListSessions().value().size(), 1u);
   EXPECT_TRUE(store->ListJupyterSessions().value().empty());
   EXPECT_TRUE(store->PutJupyterSession(Jupyter("new", "x.ipynb")));
+}
+
+TEST(StoreTest, PruningForgetsOnlyWhatEndedBeforeTheCutoff) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir.path());
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->InsertGrant(Sample("running")));
+  ASSERT_TRUE(store->InsertGrant(Sample("survivors")));
+  ASSERT_TRUE(store->RecordRelease("survivors", "timed_out", {{"dead", false}}, false));
+  const int64_t before_release = NowMs() - 1;
+  for (const char* id : {"r1", "r2", "r3", "r4", "r5"}) {
+    ASSERT_TRUE(store->InsertGrant(Sample(id)));
+    ASSERT_TRUE(store->RecordRelease(id, "exited", {{"dead", true}}, true));
+  }
+  EXPECT_EQ(store->PruneGrants(before_release, 100).value(), 0);
+  const int64_t after = NowMs() + 1000;
+  // At most `limit` at a time.
+  EXPECT_EQ(store->PruneGrants(after, 2).value(), 2);
+  EXPECT_EQ(store->PruneGrants(after, 2).value(), 2);
+  EXPECT_EQ(store->PruneGrants(after, 2).value(), 1);
+  EXPECT_EQ(store->PruneGrants(after, 2).value(), 0);
+  // What reap needs stays: a grant not released, whatever its age.
+  auto left = store->ListGrants(true).value();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_TRUE(store->GetGrant("running").value());
+  EXPECT_TRUE(store->GetGrant("survivors").value());
+
+  auto session = [&](const std::string& id, const std::string& state, int64_t updated) {
+    SessionRecord r;
+    r.id = id;
+    r.state = state;
+    r.workspace = "/w/" + id;
+    r.created_at_ms = 1;
+    r.updated_at_ms = updated;
+    ASSERT_TRUE(store->PutSession(r));
+  };
+  session("closed-old", "closed", 1000);
+  session("invalidated-old", "invalidated", 1000);
+  session("lost-old", "lost", 1000);
+  session("quarantined-old", "quarantined", 1000);
+  session("ready-old", "ready", 1000);
+  session("closed-new", "closed", 5000);
+  auto gone = store->PruneSessions(2000, 100).value();
+  std::sort(gone.begin(), gone.end());
+  const std::vector<std::string> ended = {"closed-old", "invalidated-old"};
+  EXPECT_EQ(gone, ended);
+  std::vector<std::string> kept;
+  auto rows = store->ListSessions();
+  ASSERT_TRUE(rows);
+  for (const auto& r : *rows) kept.push_back(r.id);
+  const std::vector<std::string> rest = {"closed-new", "lost-old", "quarantined-old", "ready-old"};
+  EXPECT_EQ(kept, rest);
+  EXPECT_TRUE(store->PruneSessions(2000, 100).value().empty());
 }
 
 }  // namespace

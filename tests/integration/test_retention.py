@@ -1,0 +1,98 @@
+"""Retention (cordon serve --keep-records) against a real daemon and its
+real store: what ended longer ago than the option says is forgotten, in the
+store and in the daemon, and nothing that still matters is: a live
+session, its active grant, a lost session's record and workspace."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+
+from cordon_client import NotFoundError  # noqa: E402
+
+from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
+    CGROUP_ROOT,
+    Daemon,
+    remove_cgroup_root,
+    store_query,
+    wait_for,
+)
+
+KEEP = "2s"  # so the daemon looks every second (a tenth, at least 1 s)
+
+
+def grant_ids(state_dir):
+    return {row[0] for row in store_query(state_dir, "SELECT id FROM grants")}
+
+
+def session_state(state_dir, sid):
+    rows = store_query(state_dir, "SELECT state FROM sessions WHERE id = ?", (sid,))
+    return rows[0][0] if rows else None
+
+
+@pytest.fixture
+def state_dir(tmp_path):
+    yield tmp_path / "state"
+    remove_cgroup_root(CGROUP_ROOT)
+
+
+def test_ended_records_are_forgotten_and_live_ones_kept(state_dir):
+    d = Daemon(state_dir, "--keep-records", KEEP)
+    try:
+        c = d.client()
+        run = c.run(["/bin/true"], isolation="none")
+        assert run["exit_code"] == 0
+        ran = run["grant"]["id"]
+        closed = c.session("closed-one", isolation="none")
+        closed.exec("echo hi")
+        closed_grant = closed.refresh()["grant_id"]
+        closed.close()
+        live = c.session("live-one", isolation="none")
+        live_grant = live.refresh()["grant_id"]
+        assert {ran, closed_grant, live_grant} <= grant_ids(state_dir)
+        assert session_state(state_dir, "closed-one") == "closed"
+
+        # Back long before this 30 s bound: 2 s of age, then a look each second.
+        wait_for(lambda: ran not in grant_ids(state_dir) and
+                 session_state(state_dir, "closed-one") is None, within=30)
+        assert closed_grant not in grant_ids(state_dir)
+        with pytest.raises(NotFoundError):
+            c.request("GET", "/v1/sessions/closed-one")
+        assert "closed-one" not in {s["id"] for s in c.sessions()}
+
+        # The live session, its active grant, and what it runs, are untouched.
+        assert live_grant in grant_ids(state_dir)
+        assert live.exec("echo still here")["stdout"] == "still here\n"
+        assert session_state(state_dir, "live-one") == "ready"
+        # The id of a forgotten session is free for a new one.
+        again = c.session("closed-one", isolation="none")
+        assert again.exec("echo new")["stdout"] == "new\n"
+        again.close()
+        live.close()
+    finally:
+        d.stop()
+    with open(d.log_path) as f:
+        assert '"records_pruned"' in f.read()
+
+
+def test_a_lost_session_is_kept_past_the_retention(state_dir):
+    d = Daemon(state_dir, "--keep-records", KEEP)
+    c = d.client()
+    s = c.session("lost-one", isolation="none")
+    s.put_file("notes.txt", b"keep me\n")
+    d.kill()  # a crash: the session is lost at the next start
+    d = Daemon(state_dir, "--keep-records", KEEP)
+    try:
+        c = d.client()
+        assert c.request("GET", "/v1/sessions/lost-one")["state"] == "lost"
+        # Retention has looked several times once this marker is pruned.
+        marker = c.run(["/bin/true"], isolation="none")["grant"]["id"]
+        wait_for(lambda: marker not in grant_ids(state_dir), within=30)
+        assert session_state(state_dir, "lost-one") == "lost"
+        # Re-created with its id, it has the workspace it had.
+        s = c.session("lost-one", isolation="none")
+        assert s.get_file("notes.txt") == b"keep me\n"
+        s.close()
+    finally:
+        d.stop()
