@@ -1,5 +1,7 @@
 #include "api/http.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -401,7 +403,6 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
                std::optional<uint64_t> content_length) override {
     if (responded_) return;
     responded_ = true;
-    Expect(Waiting::kNothing, {});
     StopWatching();
     if (hooks_.answered) hooks_.answered(request_, status);
     if (closed_) return;
@@ -418,20 +419,15 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     } else {
       res->prepare_payload();
     }
-    auto self = this->shared_from_this();
-    http::async_write(socket_, *res, [self, res](beast::error_code ec, size_t) {
-      if (ec) return self->Close();
-      if (!self->body_read_) return self->Linger();
-      if (!self->keep_alive_) return self->Close();
-      self->NextRequest();
-    });
+    auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*res);
+    ExpectSending();
+    WriteResponse(std::move(res), std::move(serializer));
   }
 
   void BeginStream(int status, std::string content_type) override {
     if (responded_) return;
     responded_ = true;
     streaming_ = true;
-    Expect(Waiting::kNothing, {});
     if (hooks_.answered) hooks_.answered(request_, status);
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " +
                        std::string(http::obsolete_reason(static_cast<http::status>(status))) +
@@ -489,7 +485,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
 
  private:
   // What the timer is waiting for.
-  enum class Waiting { kNothing, kIdle, kHeader, kBody, kLinger };
+  enum class Waiting { kNothing, kIdle, kHeader, kBody, kLinger, kSend };
 
   // Arms the timer for `what` (kNothing, or a zero `within`: disarms it).
   // The epoch tells a handler whose wait was replaced (an expiry already
@@ -517,6 +513,8 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
       case Waiting::kIdle:
       case Waiting::kLinger:
         return Close();  // quietly: nothing is owed to the client
+      case Waiting::kSend:
+        return SendChecked();
       case Waiting::kHeader:
       case Waiting::kBody: {
         // The read in flight completes with operation_aborted; OnHeader or
@@ -527,6 +525,67 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
         return;
       }
     }
+  }
+
+  // A write is starting: unless the timer already bounds something (the
+  // body, whose 100 Continue this is), the client now owes progress.
+  void ExpectSending() {
+    if (waiting_ != Waiting::kNothing) return;  // counting already, or the body's
+    taken_at_check_ = Taken();
+    writes_at_check_ = writes_done_;
+    Expect(Waiting::kSend, limits_.send_timeout);
+  }
+
+  // One `send_timeout` has passed while sending: enough taken, or a write
+  // finished, and the client gets another; nothing left to write (a stream
+  // waiting on its producer), and it owes nothing; else it goes.
+  void SendChecked() {
+    if (!writing_) return Expect(Waiting::kNothing, {});
+    const uint64_t taken = Taken();
+    if (writes_done_ != writes_at_check_ || taken - taken_at_check_ >= kSendProgressBytes) {
+      taken_at_check_ = taken;
+      writes_at_check_ = writes_done_;
+      return Expect(Waiting::kSend, limits_.send_timeout);
+    }
+    Log("warning", "http_slow_reader",
+        {{"request_id", request_.id},
+         {"taken_bytes", taken},
+         {"taken_in_limit", taken - taken_at_check_},
+         {"limit_ms", limits_.send_timeout.count()}});
+    Close();
+    if (streaming_) Gone();  // a streamed run is cancelled, as when the client hangs up
+  }
+
+  // Bytes of this connection's answers that have left the socket: what it
+  // took, less what still waits in its send queue (unsent, or sent and not
+  // acknowledged). The socket takes more only once a third of its buffer is
+  // free, seconds apart for a slow reader; the queue drains as it reads.
+  uint64_t Taken() {
+    int queued = 0;
+    if (::ioctl(socket_.native_handle(), SIOCOUTQ, &queued) != 0 || queued < 0) queued = 0;
+    return sent_ - std::min<uint64_t>(sent_, static_cast<uint64_t>(queued));
+  }
+
+  // The answer in pieces, so that what the socket takes is counted.
+  void WriteResponse(std::shared_ptr<http::response<http::string_body>> res,
+                     std::shared_ptr<http::response_serializer<http::string_body>> serializer) {
+    writing_ = true;
+    auto self = this->shared_from_this();
+    http::async_write_some(socket_, *serializer,
+                           [self, res, serializer](beast::error_code ec, size_t n) {
+                             self->sent_ += n;
+                             if (ec || self->closed_) {
+                               self->writing_ = false;
+                               return self->Close();
+                             }
+                             if (!serializer->is_done())
+                               return self->WriteResponse(res, serializer);
+                             self->writing_ = false;
+                             ++self->writes_done_;
+                             if (!self->body_read_) return self->Linger();
+                             if (!self->keep_alive_) return self->Close();
+                             self->NextRequest();
+                           });
   }
 
   void OverCapacity() {
@@ -669,16 +728,25 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
       return;
     }
     writing_ = true;
+    ExpectSending();
     auto self = this->shared_from_this();
-    asio::async_write(socket_, asio::buffer(queue_.front()), [self](beast::error_code ec, size_t) {
-      self->queue_.pop_front();  // the buffer this write owned
-      if (ec || self->closed_) {
-        self->writing_ = false;
-        self->Close();
-        return self->Gone();
-      }
-      self->WriteNext();
-    });
+    // The completion condition sees each piece the socket took: counted.
+    auto counted = [self, counted = size_t{0}](const beast::error_code& ec, size_t n) mutable {
+      self->sent_ += n - counted;
+      counted = n;
+      return asio::transfer_all()(ec, n);
+    };
+    asio::async_write(socket_, asio::buffer(queue_.front()), std::move(counted),
+                      [self](beast::error_code ec, size_t) {
+                        self->queue_.pop_front();  // the buffer this write owned
+                        if (ec || self->closed_) {
+                          self->writing_ = false;
+                          self->Close();
+                          return self->Gone();
+                        }
+                        ++self->writes_done_;
+                        self->WriteNext();
+                      });
   }
 
   void StopWatching() {
@@ -725,7 +793,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     slot_.Release();
     timer_.cancel();
     // A write in flight owns the front of the queue until its handler pops it.
-    if (writing_) {
+    if (writing_ && !queue_.empty()) {
       queue_.erase(std::next(queue_.begin()), queue_.end());
     } else {
       queue_.clear();
@@ -743,7 +811,10 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
   Slot slot_;  // its place among the open connections, until Close (or the WebSocket's)
   Waiting waiting_ = Waiting::kNothing;
   uint64_t timer_epoch_ = 0;
-  bool timed_out_ = false;  // the header's or body's deadline passed; the read was cancelled
+  bool timed_out_ = false;    // the header's or body's deadline passed; the read was cancelled
+  uint64_t sent_ = 0;         // bytes the socket took, all answers on this connection
+  uint64_t writes_done_ = 0;  // writes finished (an answer, or a piece of a stream)
+  uint64_t taken_at_check_ = 0, writes_at_check_ = 0;  // at the last ExpectSending or check
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Request request_;

@@ -91,6 +91,9 @@ class Exchange {
 
 bool IsWebSocketUpgrade(const http::request<http::string_body>& request);
 
+// See HttpLimits::send_timeout.
+inline constexpr uint64_t kSendProgressBytes = 64 << 10;
+
 struct HttpLimits {
   uint32_t header_bytes = 16 << 10;
   uint64_t body_bytes = 1 << 20;
@@ -100,12 +103,18 @@ struct HttpLimits {
   // next request on a keep-alive one; its body within `body_timeout` of the
   // header's end. Past either the answer is 408 and the connection closes.
   // Between requests a keep-alive connection may be idle (nothing sent) for
-  // `idle_timeout`; then it is closed without an answer. None of them runs
-  // while a request is handled, a response is written or streamed, or once
-  // the connection is a WebSocket.
+  // `idle_timeout`; then it is closed without an answer. None of these
+  // three runs while a request is handled, a response is written or
+  // streamed, or once the connection is a WebSocket.
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds body_timeout{30'000};
   std::chrono::milliseconds idle_timeout{60'000};
+  // While an answer is being written, the client must take at least
+  // kSendProgressBytes of it (or the rest of what is being written) in every
+  // `send_timeout`; one that does not is disconnected (logged
+  // `http_slow_reader`). A streamed answer whose producer is silent owes
+  // nothing. Zero turns it off.
+  std::chrono::milliseconds send_timeout{60'000};
   // Open connections across every listener, WebSockets included. Past
   // `max_connections`, `reserve_connections` more are accepted for one
   // request each, served only if HttpHooks::reserved admits it (else 503);

@@ -34,7 +34,8 @@ struct ServeArgs {
   std::string state_dir, token_file, cgroup_root;
   std::string max_body = "1M", max_header = "16K", max_file = "256M", ws_max_queued = "16M";
   std::string header_timeout = "10", body_timeout = "30", http_idle_timeout = "60",
-              max_connections = "1024", ws_ping_interval = "30", ws_idle_timeout = "120";
+              send_timeout = "60", max_connections = "1024", ws_ping_interval = "30",
+              ws_idle_timeout = "120";
   std::string max_sessions = "64", max_runs = "32";
   std::string mcp_output_limit = "64K", mcp_session_ttl = "60m", keep_records = "7d";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
@@ -135,6 +136,8 @@ std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view
        [&](int64_t v) { o.http.body_timeout = std::chrono::milliseconds(v); }},
       {"--idle-timeout", a.http_idle_timeout, ParseDurationMs,
        [&](int64_t v) { o.http.idle_timeout = std::chrono::milliseconds(v); }},
+      {"--send-timeout", a.send_timeout, ParseDurationMs,
+       [&](int64_t v) { o.http.send_timeout = std::chrono::milliseconds(v); }},
       {"--max-connections", a.max_connections, ParseCount,
        [&](int64_t v) { o.http.max_connections = static_cast<size_t>(v); }},
       {"--ws-ping-interval", a.ws_ping_interval, ParseDurationMs,
@@ -343,6 +346,10 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       ->type_name("SEC");
   opt("--idle-timeout", a.http_idle_timeout,
       "A keep-alive connection idle between requests is closed after this (default 60)")
+      ->type_name("SEC");
+  opt("--send-timeout", a.send_timeout,
+      "While an answer is written, the client must take 64 KiB of it (or the rest) within "
+      "each such interval, or be disconnected (logged http_slow_reader) (default 60)")
       ->type_name("SEC");
   opt("--max-connections", a.max_connections,
       "Open connections at once, WebSockets included; past it a new connection gets 503, "

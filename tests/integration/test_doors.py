@@ -4,6 +4,7 @@ timeout that answers 408 and closes, and other clients served while 500 slow
 connections (slowloris) trickle their headers. The bounds here are
 functional (an answer at all, within a generous time), not speed targets;
 bench/slowloris.py measures."""
+import json
 import os
 import resource
 import socket
@@ -18,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients"
 
 from cordon_client import Client  # noqa: E402
 
-from daemon_support import CGROUP_ROOT, Daemon, remove_cgroup_root  # noqa: E402
+from daemon_support import CGROUP_ROOT, Daemon, remove_cgroup_root, wait_for  # noqa: E402
 
 SLOW_CONNECTIONS = 500
 
@@ -218,3 +219,124 @@ def test_others_are_served_under_500_slow_connections(default_daemon):
     slow = [(what, round(s, 3)) for what, s in took if s >= 2.0]
     assert not slow, \
         f"answers that took 2 s or more under {SLOW_CONNECTIONS} slow connections: {slow}"
+
+
+@pytest.fixture(scope="module")
+def sending(tmp_path_factory):
+    root = CGROUP_ROOT + "-sending"
+    d = Daemon(tmp_path_factory.mktemp("sending") / "state", "--send-timeout", "1",
+               cgroup_root=root)
+    yield d
+    assert d.stop() == 0
+    assert remove_cgroup_root(root) == []
+
+
+def run_request(daemon, argv, accept="application/json"):
+    body = json.dumps({"argv": argv, "isolation": "none"}).encode()
+    return (f"POST /v1/runs HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {daemon.token}\r\n"
+            f"Accept: {accept}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def small_window(daemon, receive_buffer=4096):
+    """A connection with a small receive buffer, so that the daemon's writes
+    stall as soon as this side stops reading."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    s.settimeout(20)
+    s.connect(address(daemon))
+    return s
+
+
+def content_length(head):
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    raise AssertionError(f"no Content-Length in {head!r}")
+
+
+def logged(daemon, event):
+    with open(daemon.log_path, "rb") as f:
+        return [json.loads(line) for line in f
+                if line.startswith(b"{") and f'"{event}"'.encode() in line]
+
+
+# 8 MiB of "y\n" is 12 MiB of JSON: more than the socket buffers of both ends
+# hold, so the daemon's write waits on the client.
+FLOOD = ["/bin/sh", "-c", "yes | head -c 8388608"]
+
+
+def test_a_client_that_stops_reading_is_disconnected(sending):
+    baseline = open_sockets_of(sending.pid)
+    s = small_window(sending)
+    s.sendall(run_request(sending, FLOOD))
+    # Nothing is read: within a few send timeouts the daemon gives up on the
+    # client and frees its descriptor.
+    assert wait_for(lambda: logged(sending, "http_slow_reader"), within=30), \
+        "no http_slow_reader logged"
+    assert wait_for(lambda: open_sockets_of(sending.pid) <= baseline, within=10)
+    answer = read_to_end(s)
+    s.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert status_of(head) == 200, head
+    assert len(body) < content_length(head), "the whole answer arrived: nothing was cut"
+    event = logged(sending, "http_slow_reader")[-1]
+    assert event["limit_ms"] == 1000 and event["taken_in_limit"] < 64 << 10, event
+    # The daemon serves others as before.
+    assert sending.client().run(argv=["/bin/true"], isolation="none")["exit_code"] == 0
+
+
+def test_a_slow_but_steady_reader_gets_the_whole_answer(sending):
+    before = len(logged(sending, "http_slow_reader"))
+    s = small_window(sending, receive_buffer=8192)
+    s.sendall(run_request(sending, ["/bin/sh", "-c", "yes | head -c 4194304"]))
+    # 6 MiB of JSON through a small window, a read every 10 ms: several
+    # hundred KiB a second, well over 64 KiB in each 1 s send timeout, and
+    # slower than the daemon writes (which alone would take a fraction of a
+    # second), so that its write waits on this reader for several timeouts.
+    started = time.monotonic()
+    data = b""
+    while True:
+        chunk = s.recv(16384)
+        if not chunk:
+            break
+        data += chunk
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if sep and len(body) >= content_length(head):
+            break
+        time.sleep(0.01)
+    took = time.monotonic() - started
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    result = json.loads(body)
+    assert result["stdout"] == "y\n" * (1 << 21) and not result["stdout_truncated"], \
+        result.get("stdout_bytes")
+    assert took > 2, f"read in {took:.1f} s: the daemon never waited on this reader"
+    assert len(logged(sending, "http_slow_reader")) == before
+
+
+def test_a_stream_whose_run_is_silent_is_not_cut(sending):
+    s = socket.create_connection(address(sending), timeout=20)
+    # Three send timeouts of silence between two lines of output.
+    s.sendall(run_request(sending, ["/bin/sh", "-c", "echo a; sleep 3; echo b"],
+                          accept="application/x-ndjson"))
+    answer = read_until(s, b'"type":"result"')
+    s.close()
+    assert status_of(answer) == 200, answer
+    assert b'"data":"a\\n"' in answer and b'"data":"b\\n"' in answer, answer
+    assert b'"outcome":"exited"' in answer, answer
+
+
+def read_until(sock, needle, within=20.0):
+    sock.settimeout(within)
+    data = b""
+    deadline = time.monotonic() + within
+    while needle not in data.replace(b" ", b""):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{needle!r} did not arrive within {within} s: {data!r}")
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError(f"the connection closed before {needle!r}: {data!r}")
+        data += chunk
+    return data
