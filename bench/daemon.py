@@ -7,7 +7,9 @@
      ready), each followed by a DELETE;
   3. runs per second against concurrent clients (1, 2, 4, 8), and how busy
      both cores were;
-  4. runs per second from 4 clients with the daemon pinned to one core and
+  4. a session exec round trip while 4 clients run /bin/true (what the
+     loop's other work costs an interactive session);
+  5. runs per second from 4 clients with the daemon pinned to one core and
      to two (`taskset -c 0`, `taskset -c 0,1`: a daemon started under it, so
      whatever it spawns inherits the pinning; the clients are not pinned),
      and the ratio 2 cores / 1 core (issue 16, item 2: target 1.7x).
@@ -194,6 +196,37 @@ for level in LEVELS:
         r = throughput(daemon, info, level, n)
         out["clients"][level][n] = r
         line(f"{level}, {n} client{'s' if n > 1 else ''}", r)
+
+# What the loop's other work costs a session while runs keep it busy: the
+# exec round trip with 4 clients running /bin/true meanwhile (runs'
+# workspaces are removed and the store checkpointed off the loop).
+print()
+print(f"== session exec `echo hi` while 4 clients run /bin/true ({duration:.0f} s, standard)")
+print(f"{'':44} {'median ms':>9} {'p90':>9} {'min':>9}")
+loaded = []
+load_stop = time.monotonic() + duration
+
+
+def loader():
+    c = Client(info["urls"][0], token_file=info["token_file"])
+    while time.monotonic() < load_stop:
+        c.run(argv=["/bin/true"])
+
+
+loaders = [threading.Thread(target=loader) for _ in range(4)]
+for t in loaders:
+    t.start()
+while time.monotonic() < load_stop:
+    t = time.perf_counter()
+    sessions["standard"].exec("echo hi")
+    loaded.append((time.perf_counter() - t) * 1000)
+for t in loaders:
+    t.join()
+out["under_load_ms"] = {}
+row("session exec under 4 clients' runs", loaded, out["under_load_ms"])
+loaded.sort()
+print(f"  p99 {loaded[min(len(loaded) - 1, int(len(loaded) * 0.99))]:.2f} ms, "
+      f"{len(loaded) / duration:.0f} execs/s")
 
 for session in sessions.values():
     session.close()

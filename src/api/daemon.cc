@@ -401,6 +401,11 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
 
   CORDON_ASSIGN_OR_RETURN(store::Store store, store::Store::Open(d.options.state_dir));
   d.store.emplace(std::move(store));
+  // The WAL's checkpoints, with their fsyncs, off the event loop. Without
+  // the thread, the commit that fills the WAL checkpoints, as the CLI's do.
+  if (auto aside = d.store->CheckpointInBackground(); !aside) {
+    Log("warning", "checkpoint_thread_not_started", {{"error", aside.error().message()}});
+  }
   contain::ProbeOptions probe_options;
   probe_options.cgroups.cgroup_root = d.options.cgroup_root;
   probe_options.state_dir = d.options.state_dir;

@@ -141,13 +141,20 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
   return id;
 }
 
+namespace {
+
+void ReportScratch(const std::string& scratch, const sys::Result<void>& removed) {
+  if (removed) return;
+  Log("error", "scratch_not_removed",
+      {{"workspace", scratch}, {"error", removed.error().message()}});
+}
+
+}  // namespace
+
 void Runs::RemoveScratch(const Active& run) {
   if (run.scratch.empty()) return;
   // Its bound first (a tmpfs is unmounted, an image deleted), then the files.
-  if (auto removed = contain::RemoveBoundWorkspace(run.scratch); !removed) {
-    Log("error", "scratch_not_removed",
-        {{"workspace", run.scratch}, {"error", removed.error().message()}});
-  }
+  ReportScratch(run.scratch, contain::RemoveBoundWorkspace(run.scratch));
 }
 
 void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) {
@@ -162,9 +169,25 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
        {"grant_id", r.grant.id},
        {"outcome", run::OutcomeName(r.outcome)},
        {"dead", r.release.dead}});
+  if (run.scratch.empty()) return Answer(id, std::move(r));
   // Gone (with its bound) before the result is sent: a client that has the
-  // result finds no mount of the run's left.
-  RemoveScratch(run);
+  // result finds no mount of the run's left. On a worker, not the loop.
+  workers_.Post([this, id, scratch = run.scratch, r = std::move(r),
+                 alive = std::weak_ptr<char>(alive_)]() mutable {
+    auto removed = contain::RemoveBoundWorkspace(scratch);
+    boost::asio::post(reactor_.io(), [this, id, alive, scratch = std::move(scratch),
+                                      removed = std::move(removed), r = std::move(r)]() mutable {
+      if (!alive.lock()) return;
+      ReportScratch(scratch, removed);
+      Answer(id, std::move(r));
+    });
+  });
+}
+
+void Runs::Answer(uint64_t id, run::RunResult r) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  Active& run = *it->second;
   if (run.done) {
     auto done = std::move(run.done);
     run.done = nullptr;
@@ -172,7 +195,7 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   } else {
     Respond(run, std::move(r));
   }
-  // The Execution is still on the stack: destroy it from the loop.
+  // The Execution may still be on the stack (OnDone): destroy it from the loop.
   boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {
     if (!alive.lock()) return;
     runs_.erase(id);

@@ -20,6 +20,7 @@
 #include "contain/signaller.h"
 #include "run/execution.h"
 #include "store/store.h"
+#include "sys/workers.h"
 
 namespace cordon::api {
 
@@ -77,6 +78,8 @@ class Runs final {
   std::expected<uint64_t, ApiError> Launch(contain::Spec spec, std::unique_ptr<Active> active,
                                            const std::string& request_id);
   void OnDone(uint64_t id, const std::string& request_id, run::RunResult result);
+  // Once the run's workspace is gone: the result to its caller.
+  void Answer(uint64_t id, run::RunResult result);
   // The result as POST /v1/runs answers it, whole or as the stream's end.
   static void Respond(Active& run, run::RunResult result);
   static void RemoveScratch(const Active& run);
@@ -94,6 +97,10 @@ class Runs final {
   std::function<void(bool)> drained_;
   // Expires with this object: what it posts to the loop checks it first.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
+  // Removes the runs' workspaces: an unmount waits for an RCU grace period
+  // and a deletion for the disk, milliseconds the loop would otherwise
+  // spend waiting. Last: destroyed first, finishing what it was given.
+  sys::Workers workers_{2};
 };
 
 }  // namespace cordon::api

@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <vector>
 
 #include "contain/namespaces.h"
@@ -204,6 +205,16 @@ sys::Result<void> SetProjectLimits(int fd, uint32_t id, const DiskLimits& limits
   return {};
 }
 
+// Held while a project id is claimed or released: the daemon releases a
+// run's workspace on a worker thread (api/runs.cc) while its loop claims
+// the next, and a release that saw an id unused must not clear the limits a
+// claim has just set on it. (Between processes the hash of the path keeps
+// claims apart.)
+std::mutex& ProjectsMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 // A free project id (nothing charged to it), claimed with `limits`.
 sys::Result<uint32_t> ClaimProject(int fd, const std::string& dir, const DiskLimits& limits) {
   const uint32_t h = Fnv1a(dir);
@@ -226,6 +237,7 @@ sys::Result<uint32_t> ClaimProject(int fd, const std::string& dir, const DiskLim
 // of its own user namespace only), so the quota binds it. XFS binds root
 // too.
 sys::Result<void> BoundByQuota(int fd, const std::string& dir, const DiskLimits& limits) {
+  std::lock_guard lock(ProjectsMutex());
   CORDON_ASSIGN_OR_RETURN(uint32_t id, ClaimProject(fd, dir, limits));
   auto set = [&]() -> sys::Result<void> {
     CORDON_ASSIGN_OR_RETURN(struct fsxattr fsx, GetFsx(fd, dir));
@@ -756,6 +768,7 @@ sys::Result<void> RemoveBoundWorkspace(const std::string& dir) {
   // (XFS may count a removed inode for a moment longer: the id then keeps
   // its limits, and is still free to claim.)
   if (project && parent) {
+    std::lock_guard lock(ProjectsMutex());
     if (auto q = GetProject(parent->get(), *project); q && q->dqb_curinodes == 0) {
       (void)SetProjectLimits(parent->get(), *project, {});
     }

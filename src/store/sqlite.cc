@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "sys/workers.h"
+
 namespace cordon::store {
 namespace {
 
@@ -99,12 +101,72 @@ sys::Result<Database> Database::Open(const std::string& path) {
   sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   int persist = 1;
   sqlite3_file_control(raw, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-  sqlite3_wal_autocheckpoint(raw, 64);
+  sqlite3_wal_autocheckpoint(raw, kCheckpointPages);
   // WAL: readers never block the writer; NORMAL is durable across a crash of
   // the process (the case that matters: a killed supervisor) without an
   // fsync per transaction.
   CORDON_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   return db;
+}
+
+sys::Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(Database& main,
+                                                               const std::string& path, int pages) {
+  CORDON_ASSIGN_OR_RETURN(Database own, Database::Open(path));
+  std::unique_ptr<Checkpointer> checkpointer(
+      new Checkpointer(main.handle(), std::move(own), pages));
+  // Replaces the autocheckpoint, which is itself a WAL hook.
+  sqlite3_wal_hook(main.handle(), &Checkpointer::OnCommit, checkpointer.get());
+  return checkpointer;
+}
+
+Checkpointer::Checkpointer(sqlite3* main, Database own, int pages)
+    : main_(main),
+      own_(std::move(own)),
+      pages_(pages),
+      thread_(sys::QuietThread([this] { Loop(); })) {}
+
+Checkpointer::~Checkpointer() {
+  sqlite3_wal_hook(main_, nullptr, nullptr);
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+uint64_t Checkpointer::done() const {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+// After each commit of `main`, in the committing thread, with the frames
+// now in its WAL.
+int Checkpointer::OnCommit(void* self, sqlite3*, const char*, int pages) {
+  auto* c = static_cast<Checkpointer*>(self);
+  if (pages < c->pages_) return SQLITE_OK;
+  {
+    std::lock_guard lock(c->mutex_);
+    c->due_ = true;
+  }
+  c->wake_.notify_one();
+  return SQLITE_OK;
+}
+
+void Checkpointer::Loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return due_ || stopping_; });
+    if (stopping_) return;
+    due_ = false;
+    lock.unlock();
+    // A failure (SQLITE_BUSY: another process's connection checkpointing)
+    // leaves the frames for the next commit's turn.
+    (void)sqlite3_wal_checkpoint_v2(own_.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                    nullptr);
+    lock.lock();
+    ++done_;
+  }
 }
 
 sys::Result<Statement> Database::Prepare(std::string_view sql) {

@@ -4,11 +4,14 @@
 
 #include <sqlite3.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "sys/error.h"
 
@@ -42,6 +45,9 @@ class Statement final {
   int bind_error_ = SQLITE_OK;
 };
 
+// The WAL's size, in pages, at which it is checkpointed.
+inline constexpr int kCheckpointPages = 64;
+
 class Database final {
  public:
   // Opens (creating) the file, in WAL mode with a busy timeout so that
@@ -55,6 +61,39 @@ class Database final {
  private:
   explicit Database(sqlite3* db) : db_(db, &sqlite3_close_v2) {}
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> db_;
+};
+
+// Checkpoints a connection's WAL from a thread of its own, with a second
+// connection to the same file, instead of in the commit that takes the WAL
+// past `pages` (SQLite's autocheckpoint): the checkpoint's two fsyncs then
+// never hold up the connection's owner (the daemon's event loop). The
+// checkpoints are PASSIVE: they copy what they can without waiting for the
+// writer, which keeps writing meanwhile. Destroyed before `main`.
+class Checkpointer final {
+ public:
+  static sys::Result<std::unique_ptr<Checkpointer>> Start(Database& main, const std::string& path,
+                                                          int pages);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Checkpoints run so far (each as complete as the writer allowed).
+  uint64_t done() const;
+
+ private:
+  Checkpointer(sqlite3* main, Database own, int pages);
+  static int OnCommit(void* self, sqlite3* db, const char* name, int pages);
+  void Loop();
+
+  sqlite3* const main_;
+  Database own_;
+  const int pages_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool due_ = false;
+  bool stopping_ = false;
+  uint64_t done_ = 0;
+  std::thread thread_;  // last: started once the rest is ready
 };
 
 // An IMMEDIATE transaction, rolled back unless committed.

@@ -191,6 +191,12 @@ sys::Result<Store> Store::Open(const std::string& state_dir) {
   return store;
 }
 
+sys::Result<void> Store::CheckpointInBackground() {
+  if (checkpointer_) return {};
+  CORDON_ASSIGN_OR_RETURN(checkpointer_, Checkpointer::Start(db_, path_, kCheckpointPages));
+  return {};
+}
+
 sys::Result<void> Store::Migrate() {
   auto version = [this]() -> sys::Result<int> {
     CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("PRAGMA user_version"));

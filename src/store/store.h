@@ -100,6 +100,12 @@ class Store final {
   sys::Result<std::vector<JupyterSessionRecord>> ListJupyterSessions();
   sys::Result<void> DeleteJupyterSession(const std::string& id);
 
+  // For a long-lived owner (the daemon): from now on the WAL is
+  // checkpointed by a thread with a connection of its own (Checkpointer),
+  // so that no write waits for a checkpoint's fsyncs.
+  sys::Result<void> CheckpointInBackground();
+  uint64_t background_checkpoints() const { return checkpointer_ ? checkpointer_->done() : 0; }
+
   int schema_version() const { return schema_version_; }
   const std::string& path() const { return path_; }
 
@@ -110,6 +116,7 @@ class Store final {
   Database db_;
   std::string path_;
   int schema_version_ = 0;
+  std::unique_ptr<Checkpointer> checkpointer_;  // after db_: stopped before it closes
 };
 
 // The record as `cordon grants --json` shows it; the identity is

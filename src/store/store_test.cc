@@ -295,5 +295,35 @@ TEST(StoreTest, PruningForgetsOnlyWhatEndedBeforeTheCutoff) {
   EXPECT_TRUE(store->PruneSessions(2000, 100).value().empty());
 }
 
+TEST(StoreTest, ABackgroundCheckpointerCopiesTheWalIntoTheDatabase) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir.path());
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(store->CheckpointInBackground());
+  struct stat before {};
+  ASSERT_EQ(::stat((dir / "cordon.db").c_str(), &before), 0);
+  // Well past kCheckpointPages of WAL (a grant row is about 2 KiB).
+  for (int i = 0; i < 400; ++i) {
+    auto g = Sample("g" + std::to_string(i));
+    g.spec["padding"] = std::string(2048, 'x');
+    ASSERT_TRUE(store->InsertGrant(g));
+  }
+  struct stat after {};
+  for (int i = 0; i < 1000 && store->background_checkpoints() == 0; ++i) ::usleep(10'000);
+  EXPECT_GT(store->background_checkpoints(), 0u);
+  // What the checkpoints copied is in the database file itself.
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(::stat((dir / "cordon.db").c_str(), &after), 0);
+    if (after.st_size > before.st_size + (256 << 10)) break;
+    ::usleep(10'000);
+  }
+  EXPECT_GT(after.st_size, before.st_size + (256 << 10));
+  // And the store reads whole, here and from another connection.
+  EXPECT_EQ(store->ListGrants(true).value().size(), 400u);
+  auto other = Store::Open(dir.path());
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->ListGrants(true).value().size(), 400u);
+}
+
 }  // namespace
 }  // namespace cordon::store

@@ -3,6 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
 #include "sys/epoll_reactor.h"
 #include "sys/error.h"
 #include "sys/fd.h"
@@ -10,6 +14,7 @@
 #include "sys/random.h"
 #include "sys/text.h"
 #include "sys/timerfd.h"
+#include "sys/workers.h"
 
 namespace cordon::sys {
 namespace {
@@ -144,6 +149,40 @@ TEST(TextTest, IsUtf8AcceptsWellFormedTextOnly) {
                           "\xff", "\x80"}) {
     EXPECT_FALSE(IsUtf8(bad)) << bad;
   }
+}
+
+TEST(WorkersTest, RunsJobsInOrderAndFinishesThemBeforeItGoes) {
+  std::vector<int> done;
+  {
+    Workers one(1);
+    for (int i = 0; i < 50; ++i) {
+      one.Post([&done, i] {
+        ::usleep(200);
+        done.push_back(i);
+      });
+    }
+  }  // every job posted has run by now
+  ASSERT_EQ(done.size(), 50u);
+  EXPECT_TRUE(std::is_sorted(done.begin(), done.end()));
+}
+
+TEST(WorkersTest, ItsThreadsBlockEverySignal) {
+  std::atomic<bool> term_blocked = false, chld_blocked = false;
+  {
+    Workers workers(2);
+    workers.Post([&] {
+      sigset_t mask;
+      ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+      term_blocked = ::sigismember(&mask, SIGTERM) == 1;
+      chld_blocked = ::sigismember(&mask, SIGCHLD) == 1;
+    });
+  }
+  EXPECT_TRUE(term_blocked);
+  EXPECT_TRUE(chld_blocked);
+  // The caller's own mask is as it was.
+  sigset_t mask;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  EXPECT_NE(::sigismember(&mask, SIGTERM), 1);
 }
 
 }  // namespace
