@@ -316,6 +316,22 @@ def test_a_slow_but_steady_reader_gets_the_whole_answer(sending):
     assert len(logged(sending, "http_slow_reader")) == before
 
 
+def test_a_streamed_run_whose_client_stops_reading_is_cancelled(sending):
+    before = len(logged(sending, "http_slow_reader"))
+    s = small_window(sending)
+    # Output without end, streamed: nothing but the client's reading would
+    # stop it before its deadline.
+    s.sendall(run_request(sending, ["/bin/sh", "-c", "exec yes"], accept="application/x-ndjson"))
+    assert wait_for(lambda: len(logged(sending, "http_slow_reader")) > before, within=30)
+    request_id = logged(sending, "http_slow_reader")[-1]["request_id"]
+
+    def finished():
+        return [e for e in logged(sending, "run_finished") if e["request_id"] == request_id]
+    assert wait_for(finished, within=30), "the run went on after its client was dropped"
+    assert finished()[0]["outcome"] == "cancelled" and finished()[0]["dead"], finished()
+    s.close()
+
+
 def test_a_stream_whose_run_is_silent_is_not_cut(sending):
     s = socket.create_connection(address(sending), timeout=20)
     # Three send timeouts of silence between two lines of output.
