@@ -527,10 +527,12 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     }
   }
 
-  // A write is starting: unless the timer already bounds something (the
-  // body, whose 100 Continue this is), the client now owes progress.
+  // An answer, or a piece of a stream, is being written: the client now owes
+  // progress. This ends whatever the request owed (an answer to a header
+  // refused while its body was due). (The 100 Continue, written while the
+  // body is due, is not counted: the body's timeout bounds it.)
   void ExpectSending() {
-    if (waiting_ != Waiting::kNothing) return;  // counting already, or the body's
+    if (waiting_ == Waiting::kSend) return;  // counting already
     taken_at_check_ = Taken();
     writes_at_check_ = writes_done_;
     Expect(Waiting::kSend, limits_.send_timeout);
