@@ -568,7 +568,9 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     return sent_ - std::min<uint64_t>(sent_, static_cast<uint64_t>(queued));
   }
 
-  // The answer in pieces, so that what the socket takes is counted.
+  // The answer in pieces, so that what the socket takes is counted. Each
+  // write's handler owns the response and its serializer until it has run;
+  // a Close meanwhile only makes that write fail.
   void WriteResponse(std::shared_ptr<http::response<http::string_body>> res,
                      std::shared_ptr<http::response_serializer<http::string_body>> serializer) {
     writing_ = true;
