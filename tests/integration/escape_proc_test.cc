@@ -493,7 +493,14 @@ TEST_P(ProcEscapeTest, TheCgroupCannotBeLeftOrItsLimitsRaised) {
     int writer = OpenFifoWriter(work_ / fifo, *c);
     ASSERT_GE(writer, 0) << "the command never opened its FIFO: " << c->Wait().out;
     pid_t command = HostPidOf(Probe(), "wait-fifo:" + fifo);
+    // The escapee writes child-tried just before it execs sleep: for a
+    // moment, while it is between the two images, its command line reads
+    // empty (seen once on a loaded 2-core machine). Bounded.
     std::vector<pid_t> marked = LiveProcessesWith(marker);
+    for (int i = 0; held && marked.empty() && i < 500; ++i) {
+      ::usleep(10000);
+      marked = LiveProcessesWith(marker);
+    }
     std::vector<pid_t> watched = marked;
     if (command > 0) watched.push_back(command);
     std::map<pid_t, std::string> cgroups, nproc;
