@@ -1,9 +1,11 @@
 // cordon grants: the grants in the store.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/units.h"
 
 namespace cordon::cli {
 namespace {
@@ -11,9 +13,37 @@ namespace {
 struct GrantsArgs {
   bool all = false;
   bool json = false;
+  std::string prune;  // a duration: forget released grants older than this
   std::string state_dir;
   CLI::Option* state_dir_option = nullptr;
+  CLI::Option* prune_option = nullptr;
 };
+
+// A store no daemon prunes (cordon run alone) gains a released grant per
+// run, kept until this is run: the same retention as `cordon serve
+// --keep-records`, in batches. Active grants stay, whatever their age:
+// `reap` needs them.
+int Prune(store::Store& store, int64_t keep_ms, const GrantsArgs& a) {
+  constexpr int64_t kBatch = 1000;
+  const int64_t before = store::NowMs() - keep_ms;
+  int64_t pruned = 0;
+  for (;;) {
+    auto n = store.PruneGrants(before, kBatch);
+    if (!n) {
+      PrintError("grants", n.error().message());
+      return kExitCordonFailed;
+    }
+    pruned += *n;
+    if (*n < kBatch) break;
+  }
+  if (a.json) {
+    PrintJson({{"pruned", pruned}});
+  } else {
+    std::printf("forgot %lld released grant%s that ended more than %s ago\n",
+                static_cast<long long>(pruned), pruned == 1 ? "" : "s", a.prune.c_str());
+  }
+  return 0;
+}
 
 std::string CommandText(const nlohmann::json& spec) {
   if (spec.contains("shell") && spec["shell"].is_string()) return spec["shell"].get<std::string>();
@@ -27,8 +57,19 @@ std::string CommandText(const nlohmann::json& spec) {
 }
 
 int Execute(const GrantsArgs& a) {
+  std::optional<int64_t> keep;
+  if (a.prune_option->count() > 0) {
+    // Checked before the store is opened: a bad value changes nothing.
+    auto ms = ParseDurationMs(a.prune);
+    if (!ms || *ms <= 0) {
+      PrintError("grants", "--prune: " + (ms ? std::string("must be positive") : ms.error()));
+      return kExitCordonFailed;
+    }
+    keep = *ms;
+  }
   auto store = OpenStore("grants", Given(a.state_dir, a.state_dir_option->count() > 0));
   if (!store) return kExitCordonFailed;
+  if (keep) return Prune(*store, *keep, a);
   auto grants = store->ListGrants(a.all);
   if (!grants) {
     PrintError("grants", grants.error().message());
@@ -59,7 +100,14 @@ Command AddGrantsCommand(CLI::App& app) {
       "grants",
       "List grants: the active ones (still holding processes, or whose teardown could "
       "not be verified), or all with --all.");
-  cmd->add_flag("--all", args->all, "Include released grants");
+  auto* all = cmd->add_flag("--all", args->all, "Include released grants");
+  args->prune_option =
+      cmd->add_option("--prune", args->prune,
+                      "Instead of listing: forget the released grants that ended more than "
+                      "DURATION ago (7d, 12h, 30m), as cordon serve --keep-records does; "
+                      "active grants are kept")
+          ->type_name("DURATION")
+          ->excludes(all);
   cmd->add_flag("--json", args->json,
                 "Print a JSON array of grant records, each with its identity "
                 "{pid, ppid, start_ticks, boot_id}");

@@ -183,6 +183,13 @@ TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
     EXPECT_TRUE(active[0]["identity"].contains(key)) << key;
   }
 
+  // Pruning forgets only what was released: the active grant stays, old
+  // as it is, for reap.
+  Ran pruned = Admin({"grants", "--prune", "1ms", "--json"});
+  ASSERT_EQ(pruned.status, 0) << pruned.err;
+  EXPECT_EQ(json::parse(pruned.out)["pruned"], 0);
+  EXPECT_EQ(json::parse(Admin({"grants", "--json"}).out).size(), 1u);
+
   Ran reap = Admin({"reap", "--json"});
   EXPECT_EQ(reap.status, 0) << reap.err;
   json reports = json::parse(reap.out);
@@ -196,6 +203,31 @@ TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   Ran again = Admin({"reap"});
   EXPECT_EQ(again.status, 0);
   EXPECT_NE(again.out.find("nothing to reap"), std::string::npos);
+}
+
+TEST_F(CliTest, PruneForgetsReleasedGrantsOnlyOnceTheyAreOldEnough) {
+  ASSERT_EQ(Run({"--isolation", "none", "--", "/bin/true"}).status, 0);
+  ASSERT_EQ(Run({"--isolation", "none", "--", "/bin/true"}).status, 0);
+  auto all = [&] { return json::parse(Admin({"grants", "--all", "--json"}).out).size(); };
+  ASSERT_EQ(all(), 2u);
+  // Bad values are refused before anything is touched.
+  for (const char* bad : {"0", "1w", "-5s", "soon"}) {
+    Ran r = Admin({"grants", "--prune", bad});
+    EXPECT_EQ(r.status, 125) << bad;
+    EXPECT_NE(r.err.find("--prune"), std::string::npos) << r.err;
+  }
+  EXPECT_NE(Admin({"grants", "--prune", "1d", "--all"}).status, 0);
+  EXPECT_EQ(all(), 2u);
+  // Released just now: younger than an hour, so kept.
+  Ran young = Admin({"grants", "--prune", "1h"});
+  EXPECT_EQ(young.status, 0) << young.err;
+  EXPECT_NE(young.out.find("forgot 0 released grants"), std::string::npos) << young.out;
+  EXPECT_EQ(all(), 2u);
+  ::usleep(50'000);
+  Ran old = Admin({"grants", "--prune", "10ms", "--json"});
+  ASSERT_EQ(old.status, 0) << old.err;
+  EXPECT_EQ(json::parse(old.out)["pruned"], 2);
+  EXPECT_EQ(all(), 0u);
 }
 
 // As an ordinary user: no cgroup is writable, so without isolation the
