@@ -208,8 +208,8 @@ sys::Result<void> SetProjectLimits(int fd, uint32_t id, const DiskLimits& limits
 // Held while a project id is claimed or released: the daemon releases a
 // run's workspace on a worker thread (api/runs.cc) while its loop claims
 // the next, and a release that saw an id unused must not clear the limits a
-// claim has just set on it. (Between processes the hash of the path keeps
-// claims apart.)
+// claim has just set on it. (Between processes nothing changes: two
+// claims whose paths hash near each other can still race, as before.)
 std::mutex& ProjectsMutex() {
   static std::mutex mutex;
   return mutex;
