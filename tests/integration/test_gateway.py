@@ -628,11 +628,21 @@ def test_a_client_that_stops_reading_is_disconnected_and_the_kernel_goes_on(tmp_
 # A kernel that swallows every interrupt: its SIGINT handler only notes it
 # (a try/except KeyboardInterrupt loop has windows, at the loop's jump back
 # and inside its own except block, where a second SIGINT would get out).
+# The loop, not the handler, says so: a handler that prints can deadlock
+# ipykernel. A SIGINT that lands while `print('looping', flush=True)` still
+# holds the lock of the Event its flush waits on makes the handler's own
+# flush wait behind that Event's set, on the one IO thread, for
+# IOStream.flush_timeout (10 s): longer than the grace. (Seen once in CI,
+# with the sanitizer build compiling beside the suite.)
 SWALLOW = ("import signal, time\n"
-           "signal.signal(signal.SIGINT, lambda *_: print('swallowed', flush=True))\n"
+           "seen = []\n"
+           "signal.signal(signal.SIGINT, lambda *_: seen.append(1))\n"
            "print('looping', flush=True)\n"
            "while True:\n"
-           "    time.sleep(100)\n")
+           "    time.sleep(0.05)\n"
+           "    while seen:\n"
+           "        seen.pop()\n"
+           "        print('swallowed', flush=True)\n")
 
 
 def test_a_kernel_that_swallows_interrupts_is_torn_down_after_the_grace(tmp_path,
