@@ -481,7 +481,8 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   d.mcp = std::make_unique<mcp::Server>(
       mcp::Engine{*d.runs, *d.sessions, d.options.max_file_bytes, d.options.mcp_output_limit});
   d.mcp_http = std::make_unique<mcp::HttpTransport>(
-      *d.mcp, mcp::HttpTransport::Options{.idle_ttl = d.options.mcp_session_ttl});
+      *d.mcp, mcp::HttpTransport::Options{.idle_ttl = d.options.mcp_session_ttl,
+                                          .max_sessions = d.options.mcp_max_sessions});
 
   d.token_path = d.options.token_file.value_or(d.options.state_dir + "/token");
   CORDON_ASSIGN_OR_RETURN(d.token, LoadOrCreateToken(d.token_path, !d.options.token_file));

@@ -59,6 +59,8 @@ struct DaemonOptions {
   uint64_t mcp_output_limit = uint64_t{64} << 10;
   // An MCP session at /mcp idle this long is ended (--mcp-session-ttl).
   std::chrono::milliseconds mcp_session_ttl{60 * 60 * 1000};
+  // The most MCP sessions at /mcp at once (--mcp-max-sessions).
+  size_t mcp_max_sessions = 1024;
   // Records of what ended longer ago than this are forgotten
   // (--keep-records): released grants, closed and invalidated sessions.
   std::chrono::milliseconds keep_records{std::chrono::hours(7 * 24)};

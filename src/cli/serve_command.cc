@@ -37,7 +37,8 @@ struct ServeArgs {
               send_timeout = "60", max_connections = "1024", ws_ping_interval = "30",
               ws_idle_timeout = "120";
   std::string max_sessions = "64", max_runs = "32";
-  std::string mcp_output_limit = "64K", mcp_session_ttl = "60m", keep_records = "7d";
+  std::string mcp_output_limit = "64K", mcp_session_ttl = "60m", mcp_max_sessions = "1024",
+              keep_records = "7d";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
   std::string prespawn = "0", interrupt_grace = "10", kernel_ready_timeout = "60",
               max_kernels = "64", max_message = "64M";
@@ -152,6 +153,8 @@ std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view
        [&](int64_t v) { o.mcp_output_limit = static_cast<uint64_t>(v); }},
       {"--mcp-session-ttl", a.mcp_session_ttl, ParseDurationMs,
        [&](int64_t v) { o.mcp_session_ttl = std::chrono::milliseconds(v); }},
+      {"--mcp-max-sessions", a.mcp_max_sessions, ParseCount,
+       [&](int64_t v) { o.mcp_max_sessions = static_cast<size_t>(v); }},
       {"--keep-records", a.keep_records, ParseDurationMs,
        [&](int64_t v) { o.keep_records = std::chrono::milliseconds(v); }},
       {"--session-idle-ttl", a.idle_ttl, ParseDurationMs,
@@ -433,6 +436,10 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "An MCP session (Mcp-Session-Id at /mcp) idle this long is ended: its id gets 404, and "
       "the cordon sessions its tools created and left open are closed (default 60m)")
       ->type_name("SEC");
+  opt("--mcp-max-sessions", a.mcp_max_sessions,
+      "The most MCP sessions at /mcp at once: an initialize past it ends the least recently "
+      "used one, as its TTL would (default 1024)")
+      ->type_name("N");
   opt("--keep-records", a.keep_records,
       "Records of what ended longer ago than this are forgotten: released grants (cordon "
       "grants --all), and closed or invalidated sessions (their ids then get 404). Active "

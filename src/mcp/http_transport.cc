@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
 
+#include "api/log.h"
 #include "sys/json_text.h"
 #include "sys/random.h"
 #include "sys/text.h"
@@ -186,11 +187,6 @@ std::optional<api::ApiError> CheckOrigin(const api::Header& header) {
 
 void HttpTransport::Expire() {
   const auto now = Clock::now();
-  // An ended session takes its calls and the cordon sessions it made along.
-  auto end = [&](auto it) {
-    server_.Close(it->second->connection);
-    return sessions_.erase(it);
-  };
   // Idle: no call in flight (a run may outlast the TTL; its client waits
   // on it), and nothing asked or answered for the TTL.
   auto idle = [&](const Session& s) {
@@ -202,15 +198,30 @@ void HttpTransport::Expire() {
     return now - std::max(s.last_used, state.last_answered) > options_.idle_ttl;
   };
   for (auto it = sessions_.begin(); it != sessions_.end();) {
-    it = idle(*it->second) ? end(it) : std::next(it);
+    it = idle(*it->second) ? End(it) : std::next(it);
   }
-  while (sessions_.size() >= options_.max_sessions) {
-    auto oldest = sessions_.begin();
-    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
-      if (it->second->last_used < oldest->second->last_used) oldest = it;
-    }
-    end(oldest);
+}
+
+void HttpTransport::MakeRoom() {
+  while (!sessions_.empty() && sessions_.size() >= options_.max_sessions) {
+    auto oldest = std::min_element(
+        sessions_.begin(), sessions_.end(),
+        [](const auto& a, const auto& b) { return a.second->last_used < b.second->last_used; });
+    api::Log("warn", "mcp_session_evicted",
+             {{"max_sessions", options_.max_sessions},
+              {"idle_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                              Clock::now() - oldest->second->last_used)
+                              .count()},
+              {"why",
+               "an initialize found --mcp-max-sessions MCP sessions: the least recently "
+               "used was ended"}});
+    End(oldest);
   }
+}
+
+HttpTransport::Sessions::iterator HttpTransport::End(Sessions::iterator it) {
+  server_.Close(it->second->connection);
+  return sessions_.erase(it);
 }
 
 void HttpTransport::Handle(const api::Request& request, const std::shared_ptr<api::Exchange>& ex) {
@@ -277,7 +288,10 @@ void HttpTransport::Handle(const api::Request& request, const std::shared_ptr<ap
       ok = response.contains("result");
       respond(std::move(response));
     });
-    if (ok) sessions_.emplace(id, std::move(session));
+    if (ok) {
+      MakeRoom();
+      sessions_.emplace(id, std::move(session));
+    }
     return;
   }
   if (session_id.empty()) {

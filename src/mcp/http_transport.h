@@ -58,7 +58,8 @@ class HttpTransport final {
  public:
   struct Options {
     std::chrono::milliseconds idle_ttl{60 * 60 * 1000};  // then 404
-    size_t max_sessions = 1024;                          // past it the least recently used is ended
+    // An initialize that would pass it ends the least recently used.
+    size_t max_sessions = 1024;
   };
   // `server` must outlive this.
   HttpTransport(Server& server, Options options) : server_(server), options_(options) {}
@@ -70,13 +71,19 @@ class HttpTransport final {
     Connection connection;
     std::chrono::steady_clock::time_point last_used;
   };
+  using Sessions = std::map<std::string, std::unique_ptr<Session>>;
+  // Ends the sessions idle past the TTL.
   void Expire();
+  // Ends the least recently used sessions until one more fits.
+  void MakeRoom();
+  // Ends one: its calls are cancelled, the cordon sessions it made closed.
+  Sessions::iterator End(Sessions::iterator it);
   void HandleModern(const api::Request& request, const std::shared_ptr<api::Exchange>& exchange,
                     const Message& message);
 
   Server& server_;
   Options options_;
-  std::map<std::string, std::unique_ptr<Session>> sessions_;
+  Sessions sessions_;
 };
 
 }  // namespace cordon::mcp

@@ -20,7 +20,7 @@
 //   NODE_PATH=build/clients/mcp/node_modules CORDON_BINARY=build/cordon \
 //     node tests/clients/mcp/mcp_tools.mjs
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -623,6 +623,72 @@ testCase('Streamable HTTP: an MCP session expires after --mcp-session-ttl', asyn
   }
   await client.close().catch(() => {});
   if (busy) await busy.close().catch(() => {});
+  daemon.kill('SIGTERM');
+  const how = await withTimeout(exited, 'the daemon to stop');
+  assert.deepEqual(how, { code: 0, signal: null }, `the daemon's exit:\n${logTail()}`);
+  const log = fs.readFileSync(logPath, 'utf8');
+  for (const mark of SANITIZER_MARKS) assert.ok(!log.includes(mark), `a sanitizer report:\n${log}`);
+});
+
+// At --mcp-max-sessions MCP sessions, an initialize ends the least
+// recently used one, as its TTL would; a request in an existing session
+// ends none. A bad value is refused before the daemon starts.
+testCase('Streamable HTTP: past --mcp-max-sessions the least recently used is ended', async () => {
+  const untouched = path.join(os.tmpdir(), `cordon-mcp-cap-refused-${process.pid}`);
+  for (const bad of ['0', '-1', 'many']) {
+    const r = spawnSync(BINARY, ['serve', '--state-dir', untouched, '--listen', '127.0.0.1:0',
+      '--mcp-max-sessions', bad], { encoding: 'utf8', timeout: TIMEOUT_MS });
+    assert.notEqual(r.status, 0, `--mcp-max-sessions ${bad} was taken`);
+    assert.match(r.stderr, /--mcp-max-sessions: /, r.stderr);
+    assert.ok(!fs.existsSync(untouched), `--mcp-max-sessions ${bad} made the state directory`);
+  }
+  const { url, token, daemon, exited, logPath, logTail } =
+    await startServe('cap', ['--mcp-max-sessions', '2']);
+  const endpoint = new URL(`${url}/mcp`);
+  const auth = { Authorization: `Bearer ${token}` };
+  const connect = async (name) => {
+    const transport = new StreamableHTTPClientTransport(endpoint,
+      { requestInit: { headers: auth } });
+    const client = new Client({ name, version: '1.0.0' });
+    await withTimeout(client.connect(transport), `initialize ${name}`);
+    return { client, transport };
+  };
+  const tools = async (c, what) =>
+    assert.ok((await withTimeout(c.client.listTools(), what)).tools.length, what);
+  const clients = [];
+  try {
+    const a = await connect('cordon-test-a');
+    clients.push(a);
+    const s = ok(await call(a.client, 'session_create', { kind: 'shell', isolation: 'none' }),
+      'session_create');
+    const b = await connect('cordon-test-b');
+    clients.push(b);
+    // Two sessions, the cap: requests in them end neither.
+    for (let i = 0; i < 3; i++) await tools(b, `tools/list in b (${i})`);
+    await tools(a, 'tools/list in a, after b\'s');
+    await tools(b, 'tools/list in b, after a\'s');
+    // A third: a, the least recently used, is ended, with its cordon session.
+    const c = await connect('cordon-test-c');
+    clients.push(c);
+    const res = await fetch(endpoint, { method: 'POST',
+      headers: { ...auth, 'Content-Type': 'application/json',
+        Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': a.transport.sessionId },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+    assert.equal(res.status, 404, 'the evicted Mcp-Session-Id');
+    const view = async () => (await fetch(`${url}/v1/sessions/${s.id}`, { headers: auth })).json();
+    await poll(async () => (await view()).state === 'closed',
+      `session ${s.id} to be closed with its evicted MCP session`);
+    await tools(b, 'tools/list in b after the eviction');
+    await tools(c, 'tools/list in c');
+    const evicted = events(() => fs.readFileSync(logPath, 'utf8'))
+      .filter((x) => x.event === 'mcp_session_evicted');
+    assert.equal(evicted.length, 1, JSON.stringify(evicted));
+    assert.equal(evicted[0].max_sessions, 2);
+  } catch (error) {
+    error.message += `\n--- the daemon's log ---\n${logTail()}`;
+    throw error;
+  }
+  for (const c of clients) await c.client.close().catch(() => {});
   daemon.kill('SIGTERM');
   const how = await withTimeout(exited, 'the daemon to stop');
   assert.deepEqual(how, { code: 0, signal: null }, `the daemon's exit:\n${logTail()}`);
