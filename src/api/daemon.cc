@@ -218,7 +218,8 @@ struct Daemon::Impl {
                                    {"runs_active", runs->active()},
                                    {"sessions_active", sessions->live()},
                                    {"sessions_quarantined", sessions->quarantined()},
-                                   {"kernels_warm", sessions->warm()}});
+                                   {"kernels_warm", sessions->warm("python")},
+                                   {"shells_warm", sessions->warm("shell")}});
     }
     if (is({"v1", "probe"})) {
       if (method != http::verb::get) return not_allowed("GET");

@@ -40,8 +40,8 @@ struct ServeArgs {
   std::string mcp_output_limit = "64K", mcp_session_ttl = "60m", mcp_max_sessions = "1024",
               keep_records = "7d";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
-  std::string prespawn = "0", interrupt_grace = "10", kernel_ready_timeout = "60",
-              max_kernels = "64", max_message = "64M";
+  std::string prespawn = "0", prespawn_shells = "2", interrupt_grace = "10",
+              kernel_ready_timeout = "60", max_kernels = "64", max_message = "64M";
   std::vector<std::string> kernel_env;
   // The bounds of every run and session: defaults and ceilings.
   std::string default_memory = "1G", default_pids = "512", default_cpu = "1", default_disk = "10G",
@@ -185,16 +185,19 @@ std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view
     PrintError(kName, "--ws-idle-timeout: must be longer than --ws-ping-interval");
     return std::nullopt;
   }
-  struct Kernel {
+  // The session pools' and the kernels' numbers (some may be 0).
+  struct SessionNumeric {
     const char* option;
     const std::string& text;
     std::expected<int64_t, std::string> (*parse)(std::string_view);
     bool zero_ok;
     std::function<void(int64_t)> set;
   };
-  const Kernel kernels[] = {
+  const SessionNumeric session_numerics[] = {
       {"--prespawn", a.prespawn, ParseCount, true,
        [&](int64_t v) { o.gateway.prespawn = static_cast<size_t>(v); }},
+      {"--prespawn-shells", a.prespawn_shells, ParseCount, true,
+       [&](int64_t v) { o.sessions.prespawn_shells = static_cast<size_t>(v); }},
       {"--interrupt-grace", a.interrupt_grace, ParseDurationMs, false,
        [&](int64_t v) { o.gateway.interrupt_grace = std::chrono::milliseconds(v); }},
       {"--kernel-ready-timeout", a.kernel_ready_timeout, ParseDurationMs, false,
@@ -204,7 +207,7 @@ std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view
       {"--max-message-size", a.max_message, ParseSize, false,
        [&](int64_t v) { o.gateway.max_message_bytes = static_cast<uint64_t>(v); }},
   };
-  for (const auto& k : kernels) {
+  for (const auto& k : session_numerics) {
     auto value = k.parse(k.text);
     if (!value) {
       PrintError(kName, std::string(k.option) + ": " + value.error());
@@ -403,6 +406,11 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
   opt("--prespawn", a.prespawn,
       "Python kernels kept started and ready, handed to new python sessions whose request "
       "declares no env, limits or isolation of its own (default 0)")
+      ->type_name("N");
+  opt("--prespawn-shells", a.prespawn_shells,
+      "Shells kept started and ready in their sandboxes, handed to new shell sessions whose "
+      "request declares no env, limits or isolation of its own; 0 starts every shell on "
+      "request (default 2)")
       ->type_name("N");
   opt("--interrupt-grace", a.interrupt_grace,
       "After POST /api/kernels/{id}/interrupt, how long a busy kernel has to become idle "

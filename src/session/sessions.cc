@@ -314,11 +314,11 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     return done(Failure(Kind::kInvalid, invalid->message(), invalid->field));
   }
   bool reuse = s && s->state == "lost" && !request.fresh_workspace;
-  if (request.kind == "python" && !reuse && MatchesPool(request, spec)) {
+  if (!reuse && MatchesPool(request.kind, spec)) {
     auto warm = std::make_unique<Session>();
     warm->generation = s ? s->generation + 1 : 1;
     const int64_t ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
-    if (TakeWarm(id, warm, ttl_ms)) {
+    if (TakeWarm(request.kind, id, warm, ttl_ms)) {
       Session& session = *warm;
       sessions_[id] = std::move(warm);
       Record(session);
@@ -326,7 +326,7 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
       Log("session_ready", session, {{"warm", true}});
       // The pool refills on the next turn of the loop, not before this
       // answer: a refill bounds a workspace (a loop image mounted, ~30 ms)
-      // and launches a kernel, which a warm hand-out must not wait for.
+      // and launches a runtime, which a warm hand-out must not wait for.
       tick_->Set(std::chrono::milliseconds(1), [this] { Tick(); });
       return done(Created{View(session), true});
     }
@@ -784,107 +784,152 @@ void Sessions::Tick() {
   tick_->Set(options_.tick, [this] { Tick(); });
 }
 
-bool Sessions::MatchesPool(const CreateRequest& request, const contain::Spec& spec) const {
-  if (options_.prespawn == 0 || !options_.python) return false;
+size_t Sessions::PoolTarget(const std::string& kind) const {
+  if (kind == "python") return options_.python ? options_.prespawn : 0;
+  return options_.prespawn_shells;
+}
+
+bool Sessions::MatchesPool(const std::string& kind, const contain::Spec& spec) const {
+  if (PoolTarget(kind) == 0) return false;
   // The pool's runtimes were started with the defaults and the bounds.
   contain::Spec defaults;
   if (options_.bounds) (void)contain::ApplyBounds(*options_.bounds, defaults);
   bool default_limits = contain::LimitsJson(spec.limits) == contain::LimitsJson(defaults.limits) &&
                         spec.defaulted == defaults.defaulted;
-  (void)request;
   return spec.env.empty() && default_limits && spec.required.empty() && !spec.permissive &&
          spec.isolation.level == defaults.isolation.level &&
          spec.isolation.network == defaults.isolation.network && spec.isolation.binds.empty() &&
          defaults.isolation.enabled();
 }
 
-size_t Sessions::warm() const {
-  return static_cast<size_t>(
-      std::count_if(pool_.begin(), pool_.end(), [](const auto& e) { return e.second.ready; }));
+size_t Sessions::warm(const std::string& kind) const {
+  return static_cast<size_t>(std::count_if(pool_.begin(), pool_.end(), [&](const auto& e) {
+    return e.second.kind == kind && e.second.ready;
+  }));
 }
 
-// Starts pool runtimes until there are options_.prespawn of them (ready or
-// starting). Each gets a workspace of its own (named so that no session id
-// can collide with it), renamed to the session's when it is handed out: a
-// sandbox sees it at /workspace either way.
+// Starts pool runtimes until there are as many of each kind (ready or
+// starting) as asked for, shells first (they are ready in milliseconds).
 void Sessions::FillPool() {
-  if (stopping_ || !options_.python || !contain::Spec().isolation.enabled()) return;
-  while (pool_.size() < options_.prespawn) {
-    const std::string parent = options_.state_dir + "/workspaces";
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return;
-    const std::string key = ".warm-" + sys::RandomHex(6);
-    const std::string workspace = parent + "/" + key;
-    if (::mkdir(workspace.c_str(), 0700) != 0) return;
-    contain::Spec spec;
-    if (options_.bounds) (void)contain::ApplyBounds(*options_.bounds, spec);
-    const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
-    if (disk.any()) {
-      // The defaults are never refused: unbounded, the pool's kernels
-      // report disk degraded, as a cold session would.
-      auto bound = contain::BoundWorkspace(probe_.disk, workspace,
-                                           contain::WorkspaceKind::kPersistent, disk);
-      if (!bound && observer_.log) {
-        observer_.log("workspace_unbounded",
-                      {{"pool_id", key}, {"error", bound.error().message()}});
+  if (stopping_ || !contain::Spec().isolation.enabled()) return;
+  for (const std::string kind : {"shell", "python"}) {
+    const size_t target = PoolTarget(kind);
+    if (Clock::now() < pool_backoff_[kind].not_before) continue;
+    auto have = [&] {
+      return static_cast<size_t>(std::count_if(
+          pool_.begin(), pool_.end(), [&](const auto& e) { return e.second.kind == kind; }));
+    };
+    while (have() < target) {
+      if (!StartWarm(kind)) {
+        PoolFailed(kind);  // tried again after the backoff
+        break;
       }
     }
-    spec.workspace = workspace;
-    spec.isolation.workspace_made = true;
-    spec.owner = "session-pool";
-    spec.argv = {"/usr/bin/python3"};
-    AddAllowlist(spec, probe_, workspace, "python");
-    auto binding = std::make_shared<Binding>(Binding{key, 0, true});
-    Runtime::Events events;
-    events.ready = [this, binding] {
-      if (!binding->pooled) return OnReady(binding->id, binding->generation);
-      auto it = pool_.find(binding->id);
-      if (it == pool_.end()) return;
-      it->second.ready = true;
-      if (observer_.log) {
-        observer_.log("pool_ready",
-                      {{"pool_id", binding->id},
-                       {"ready_us", std::chrono::duration_cast<std::chrono::microseconds>(
-                                        Clock::now() - it->second.started)
-                                        .count()}});
-      }
-    };
-    events.ended = [this, binding](Runtime::Ended ended) {
-      if (!binding->pooled) return OnEnded(binding->id, binding->generation, std::move(ended));
-      auto it = pool_.find(binding->id);
-      if (it == pool_.end()) return;
-      if (observer_.released) observer_.released(ended.run.release);
-      if (observer_.log) {
-        // A pool runtime whose teardown was not verified keeps its grant
-        // active: the next daemon's recovery reaps it.
-        observer_.log(ended.run.release.dead ? "pool_runtime_ended" : "pool_runtime_survivors",
-                      {{"pool_id", binding->id},
-                       {"why", ended.why},
-                       {"survivors", ended.run.release.survivors}});
-      }
-      (void)contain::RemoveBoundWorkspace(it->second.workspace);
-      retired_.push_back(std::move(it->second.runtime));
-      pool_.erase(it);
-      MaybeFinishShutdown();
-    };
-    auto runtime = options_.python(key, spec, std::move(events));
-    if (!runtime) {
-      if (observer_.log) observer_.log("pool_start_failed", {{"error", runtime.error().message}});
-      (void)contain::RemoveBoundWorkspace(workspace);
-      return;  // tried again at the next tick
-    }
-    Warm w;
-    w.runtime = std::move(*runtime);
-    w.binding = binding;
-    w.spec = std::move(spec);
-    w.workspace = workspace;
-    w.started = Clock::now();
-    pool_.emplace(key, std::move(w));
   }
 }
 
-bool Sessions::TakeWarm(const std::string& id, std::unique_ptr<Session>& session, int64_t ttl_ms) {
-  auto it = std::find_if(pool_.begin(), pool_.end(), [](const auto& e) {
-    return e.second.ready && e.second.runtime && e.second.runtime->ready();
+// Each pool runtime gets a workspace of its own (named so that no session
+// id can collide with it), renamed to the session's when it is handed out:
+// a sandbox sees it at /workspace either way.
+bool Sessions::StartWarm(const std::string& kind) {
+  const std::string parent = options_.state_dir + "/workspaces";
+  if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  const std::string key = ".warm-" + sys::RandomHex(6);
+  const std::string workspace = parent + "/" + key;
+  if (::mkdir(workspace.c_str(), 0700) != 0) return false;
+  contain::Spec spec;
+  if (options_.bounds) (void)contain::ApplyBounds(*options_.bounds, spec);
+  const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
+  if (disk.any()) {
+    // The defaults are never refused: unbounded, the pool's runtimes
+    // report disk degraded, as a cold session would.
+    auto bound =
+        contain::BoundWorkspace(probe_.disk, workspace, contain::WorkspaceKind::kPersistent, disk);
+    if (!bound && observer_.log) {
+      observer_.log("workspace_unbounded", {{"pool_id", key}, {"error", bound.error().message()}});
+    }
+  }
+  spec.workspace = workspace;
+  spec.isolation.workspace_made = true;
+  spec.owner = "session-pool";
+  spec.argv = {kind == "python" ? "/usr/bin/python3" : "/bin/bash"};
+  AddAllowlist(spec, probe_, workspace, kind);
+  auto binding = std::make_shared<Binding>(Binding{key, 0, true});
+  Runtime::Events events;
+  events.ready = [this, binding] {
+    if (!binding->pooled) return OnReady(binding->id, binding->generation);
+    auto it = pool_.find(binding->id);
+    if (it == pool_.end()) return;
+    it->second.ready = true;
+    pool_backoff_.erase(it->second.kind);
+    if (observer_.log) {
+      observer_.log("pool_ready",
+                    {{"pool_id", binding->id},
+                     {"kind", it->second.kind},
+                     {"ready_us", std::chrono::duration_cast<std::chrono::microseconds>(
+                                      Clock::now() - it->second.started)
+                                      .count()}});
+    }
+  };
+  events.ended = [this, binding](Runtime::Ended ended) {
+    if (!binding->pooled) return OnEnded(binding->id, binding->generation, std::move(ended));
+    auto it = pool_.find(binding->id);
+    if (it == pool_.end()) return;
+    if (observer_.released) observer_.released(ended.run.release);
+    if (observer_.log) {
+      // A pool runtime whose teardown was not verified keeps its grant
+      // active: the next daemon's recovery reaps it.
+      observer_.log(ended.run.release.dead ? "pool_runtime_ended" : "pool_runtime_survivors",
+                    {{"pool_id", binding->id},
+                     {"kind", it->second.kind},
+                     {"why", ended.why},
+                     {"survivors", ended.run.release.survivors}});
+    }
+    if (!it->second.ready && !stopping_) PoolFailed(it->second.kind);
+    (void)contain::RemoveBoundWorkspace(it->second.workspace);
+    retired_.push_back(std::move(it->second.runtime));
+    pool_.erase(it);
+    MaybeFinishShutdown();
+  };
+  std::expected<std::unique_ptr<Runtime>, contain::AdmitError> runtime;
+  if (kind == "python") {
+    runtime = options_.python(key, spec, std::move(events));
+  } else {
+    runtime = Shell::Start(reactor_, store_, signaller_, probe_, spec, options_.verify_timeout,
+                           std::move(events));
+  }
+  if (!runtime) {
+    if (observer_.log) {
+      observer_.log("pool_start_failed", {{"kind", kind}, {"error", runtime.error().message}});
+    }
+    (void)contain::RemoveBoundWorkspace(workspace);
+    return false;
+  }
+  Warm w;
+  w.kind = kind;
+  w.runtime = std::move(*runtime);
+  w.binding = binding;
+  w.spec = std::move(spec);
+  w.workspace = workspace;
+  w.started = Clock::now();
+  pool_.emplace(key, std::move(w));
+  return true;
+}
+
+void Sessions::PoolFailed(const std::string& kind) {
+  Backoff& b = pool_backoff_[kind];
+  using std::chrono::milliseconds;
+  b.delay = std::min<milliseconds>(std::max<milliseconds>(b.delay * 2, std::chrono::seconds(1)),
+                                   std::chrono::minutes(1));
+  b.not_before = Clock::now() + b.delay;
+  if (observer_.log)
+    observer_.log("pool_backoff", {{"kind", kind}, {"retry_in_ms", b.delay.count()}});
+}
+
+bool Sessions::TakeWarm(const std::string& kind, const std::string& id,
+                        std::unique_ptr<Session>& session, int64_t ttl_ms) {
+  auto it = std::find_if(pool_.begin(), pool_.end(), [&](const auto& e) {
+    return e.second.kind == kind && e.second.ready && e.second.runtime && e.second.runtime->ready();
   });
   if (it == pool_.end()) return false;
   const std::string workspace = WorkspacePath(options_.state_dir, id);
@@ -894,7 +939,7 @@ bool Sessions::TakeWarm(const std::string& id, std::unique_ptr<Session>& session
   pool_.erase(it);
   Session& s = *session;
   s.id = id;
-  s.kind = "python";
+  s.kind = kind;
   s.spec = std::move(w.spec);
   s.spec.workspace = workspace;
   s.spec.owner = "session:" + id;
@@ -907,6 +952,13 @@ bool Sessions::TakeWarm(const std::string& id, std::unique_ptr<Session>& session
   s.runtime = std::move(w.runtime);
   s.grant_id = s.runtime->grant_id();
   s.runtime->Rebind(id);
+  // Recorded as the session's from now on: `session-pool` names only the
+  // grants of runtimes still in the pool.
+  if (auto owned = store_.SetGrantOwner(s.grant_id, s.spec.owner); !owned && observer_.log) {
+    observer_.log(
+        "grant_owner_not_recorded",
+        {{"session_id", id}, {"grant_id", s.grant_id}, {"error", owned.error().message()}});
+  }
   s.state = "ready";
   s.created_at_ms = store::NowMs();
   s.born = s.last_used = s.starting_since = Clock::now();

@@ -61,6 +61,10 @@ struct SessionOptions {
   // the kernel's HOME is then /workspace, whatever the directory is named
   // outside). Refilled in the background.
   size_t prespawn = 0;
+  // Shell runtimes kept started and ready, on the same terms as `prespawn`
+  // (a shell session whose request declares nothing of its own). On by
+  // default in the daemon: a warm create answers without a launch.
+  size_t prespawn_shells = 0;
   // The operator's default limits and ceilings (the daemon's); unset: a
   // session gets only the limits its request declares.
   std::optional<contain::Bounds> bounds;
@@ -138,7 +142,7 @@ class Sessions final {
 
   size_t live() const;
   size_t quarantined() const;
-  size_t warm() const;  // ready in the pool
+  size_t warm(const std::string& kind = "python") const;  // ready in the pool
 
   // Retention (cordon serve --keep-records): forgets at most `limit` of
   // the closed and invalidated sessions whose record was last written
@@ -185,6 +189,7 @@ class Sessions final {
     bool pooled = true;
   };
   struct Warm {
+    std::string kind;  // "shell" or "python"
     std::unique_ptr<Runtime> runtime;
     std::shared_ptr<Binding> binding;
     contain::Spec spec;
@@ -219,10 +224,14 @@ class Sessions final {
   std::optional<Error> Unusable(Session& s);
   void Tick();
   void FillPool();
-  bool MatchesPool(const CreateRequest& request, const contain::Spec& spec) const;
-  // Hands a ready pool runtime to session `id` (generation `generation`);
-  // false when none is ready or the workspace cannot be moved.
-  bool TakeWarm(const std::string& id, std::unique_ptr<Session>& session, int64_t ttl_ms);
+  // Starts one pool runtime of `kind`; false when it could not be started.
+  bool StartWarm(const std::string& kind);
+  size_t PoolTarget(const std::string& kind) const;
+  bool MatchesPool(const std::string& kind, const contain::Spec& spec) const;
+  // Hands a ready pool runtime of `kind` to session `id`; false when none
+  // is ready or the workspace cannot be moved.
+  bool TakeWarm(const std::string& kind, const std::string& id, std::unique_ptr<Session>& session,
+                int64_t ttl_ms);
   void MaybeFinishShutdown();
 
   sys::Reactor& reactor_;
@@ -236,6 +245,15 @@ class Sessions final {
   // with the Sessions, never from inside their own callbacks.
   std::vector<std::unique_ptr<Runtime>> retired_;
   std::map<std::string, Warm> pool_;
+  // Per kind: after a pool runtime failed to start, or ended before it was
+  // ready, the next is tried only after `delay` (doubling to a minute), so
+  // that a host where runtimes cannot start is not asked every tick.
+  struct Backoff {
+    std::chrono::steady_clock::time_point not_before;
+    std::chrono::milliseconds delay{0};
+  };
+  std::map<std::string, Backoff> pool_backoff_;
+  void PoolFailed(const std::string& kind);
   std::unique_ptr<Alarm> tick_;
   std::function<void(bool)> shutdown_;  // set while stopping, until called
   bool stopping_ = false;

@@ -72,6 +72,9 @@ class Store final {
 
   sys::Result<void> InsertGrant(const GrantRecord& grant);
   sys::Result<void> RecordStart(const std::string& id, const proc::Identity& identity, pid_t pgid);
+  // A warm pool's grant handed to the session that took its runtime: the
+  // owner it is recorded under from then on.
+  sys::Result<void> SetGrantOwner(const std::string& id, const std::string& owner);
   // `released`: death was verified and the grant moves to `released`;
   // otherwise it stays `active` with the release (naming survivors) recorded.
   sys::Result<void> RecordRelease(const std::string& id, const std::string& outcome,

@@ -33,6 +33,7 @@ TEST(StoreTest, GrantsGoFromActiveToReleasedAndSurviveReopening) {
     ASSERT_TRUE(store->InsertGrant(Sample("g2")));
     proc::Identity id{1234, 1, 99, "boot"};
     ASSERT_TRUE(store->RecordStart("g1", id, 1234));
+    ASSERT_TRUE(store->SetGrantOwner("g1", "session:taken"));
     ASSERT_TRUE(store->RecordRelease("g1", "exited", {{"dead", true}}, true));
     ASSERT_TRUE(
         store->RecordRelease("g2", "timed_out", {{"dead", false}, {"survivors", {7}}}, false));
@@ -52,6 +53,8 @@ TEST(StoreTest, GrantsGoFromActiveToReleasedAndSurviveReopening) {
   ASSERT_TRUE(g1);
   EXPECT_EQ(g1->state, "released");
   EXPECT_EQ(g1->outcome, "exited");
+  EXPECT_EQ(g1->owner, "session:taken");
+  EXPECT_EQ(store->GetGrant("g2").value()->owner, "agent-7");
   ASSERT_TRUE(g1->identity);
   EXPECT_EQ(g1->identity->start_ticks, 99u);
   EXPECT_EQ(g1->pgid, 1234);

@@ -383,6 +383,23 @@ def store_files(state_dir):
     return out
 
 
+def pool_pids(state_dir, daemon_pid):
+    """The processes of the warm pool's runtimes that `daemon_pid` keeps and
+    has not handed out (its active grants owned by `session-pool`), read
+    from their cgroups. Wait for a full pool first: a refill adds to it."""
+    rows = store_query(state_dir, "SELECT cgroups FROM grants WHERE owner = 'session-pool' "
+                       "AND state = 'active' AND supervisor_pid = ?", (daemon_pid,))
+    pids = set()
+    for (cgroups,) in rows:
+        for path in json.loads(cgroups).values():
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as f:
+                    pids |= {int(p) for p in f.read().split()}
+            except OSError:
+                pass
+    return pids
+
+
 def store_query(state_dir, sql, params=()):
     """Rows of a read-only query on the store (the daemon may be running)."""
     import sqlite3

@@ -104,11 +104,20 @@ std::vector<pid_t> ProcessesInTestCgroups(const std::string& comm) {
 
 std::string Sha256(const std::string& bytes) { return *closure::Sha256Hex(bytes); }
 
-std::vector<store::GrantRecord> ActiveGrants(const std::string& state_dir) {
+// The warm shells `cordon serve` keeps by default (--prespawn-shells).
+constexpr size_t kPoolShells = 2;
+
+// The active grants, but for those of the warm pool that the daemon `pool_of`
+// keeps (owned by `session-pool` until a session takes one).
+std::vector<store::GrantRecord> ActiveGrants(const std::string& state_dir, pid_t pool_of) {
   auto store = store::Store::Open(state_dir);
   if (!store) return {};
   auto grants = store->ListGrants(false);
-  return grants ? *grants : std::vector<store::GrantRecord>{};
+  if (!grants) return {};
+  std::erase_if(*grants, [&](const store::GrantRecord& g) {
+    return g.owner == "session-pool" && g.supervisor.pid == pool_of;
+  });
+  return *grants;
 }
 
 class DaemonTest : public ::testing::Test {
@@ -251,7 +260,8 @@ TEST_F(DaemonTest, EveryValidationErrorNamesTheField) {
   // Nothing was admitted or created by the refused requests.
   json sessions = client_.Get("/v1/sessions").Json()["sessions"];
   EXPECT_EQ(sessions.size(), 1u) << sessions;
-  EXPECT_TRUE(ActiveGrants(daemon_.state_dir()).size() == 1u);  // the valid session's shell
+  EXPECT_TRUE(ActiveGrants(daemon_.state_dir(), daemon_.pid()).size() ==
+              1u);  // the valid session's shell
 }
 
 TEST_F(DaemonTest, StatusesForUnknownPathsMethodsAndSizes) {
@@ -312,7 +322,7 @@ TEST_F(DaemonTest, ARunReturnsTheRunResult) {
                     .Json();
   EXPECT_EQ(capped["stdout_truncated"], true);
   EXPECT_EQ(capped["stdout_bytes"], 1000);
-  EXPECT_EQ(ActiveGrants(daemon_.state_dir()).size(), 0u);
+  EXPECT_EQ(ActiveGrants(daemon_.state_dir(), daemon_.pid()).size(), 0u);
 }
 
 TEST_F(DaemonTest, StreamingSendsOutputAsItArrivesThenTheResult) {
@@ -363,7 +373,8 @@ TEST_F(DaemonTest, AClientThatDisconnectsCancelsItsRun) {
     ASSERT_TRUE(grandchild);
     c.Close();
     // The run is cancelled, torn down and recorded.
-    ASSERT_TRUE(Eventually([&] { return ActiveGrants(daemon_.state_dir()).empty(); }));
+    ASSERT_TRUE(
+        Eventually([&] { return ActiveGrants(daemon_.state_dir(), daemon_.pid()).empty(); }));
     EXPECT_TRUE(Exited(*grandchild));
     auto store = store::Store::Open(daemon_.state_dir());
     ASSERT_TRUE(store);
@@ -546,11 +557,19 @@ TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
   EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 201), 1);
   EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 200), 7);
   for (const auto& g : grants) EXPECT_EQ(g, grants[0]);
-  EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u);
-  // Every runtime started is a grant: exactly one was.
+  // Once the warm pool has refilled (nothing else starts then): the
+  // session's shell and the pool's, and every runtime started is a grant.
+  ASSERT_TRUE(Eventually([&] {
+    return client_.Get("/v1/health").Json().value("shells_warm", 0) == int(kPoolShells);
+  }));
+  EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u + kPoolShells);
   auto store = store::Store::Open(daemon_.state_dir());
   ASSERT_TRUE(store);
-  EXPECT_EQ(store->ListGrants(true)->size(), 1u);
+  auto recorded = store->ListGrants(true).value();
+  EXPECT_EQ(recorded.size(), 1u + kPoolShells);
+  EXPECT_EQ(std::count_if(recorded.begin(), recorded.end(),
+                          [](const auto& g) { return g.owner == "session:once"; }),
+            1);
 }
 
 TEST_F(DaemonTest, TwentySessionsExecuteInParallel) {
@@ -749,14 +768,14 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     // (The isolated shell ends on its own once its pipes close, and with it
     // the sandbox's init and namespace; the run, without isolation, stays.)
     EXPECT_FALSE(Exited(run_leader));
-    EXPECT_EQ(ActiveGrants(state_dir).size(), 3u);
+    EXPECT_EQ(ActiveGrants(state_dir, first.pid()).size(), 3u);
   }
   DaemonProcess second({}, state_dir);
   ASSERT_TRUE(second.ready()) << second.Log();
   // ...and dead before the restarted daemon answered.
   EXPECT_TRUE(AllEnded(tree));
   EXPECT_TRUE(Exited(run_leader));
-  EXPECT_TRUE(ActiveGrants(state_dir).empty());
+  EXPECT_TRUE(ActiveGrants(state_dir, second.pid()).empty());  // the first's pool reaped too
   HttpClient c = second.Client();
   json s = c.Get("/v1/sessions/keep").Json();
   EXPECT_EQ(s["state"], "lost");
@@ -844,7 +863,7 @@ TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   EXPECT_EQ(daemon.Wait(), 0) << daemon.Log();
   for (pid_t p : pids) EXPECT_TRUE(Exited(p)) << p;
   for (const auto& tree : trees) EXPECT_TRUE(AllEnded(tree)) << daemon.Log();
-  EXPECT_TRUE(ActiveGrants(daemon.state_dir()).empty());
+  EXPECT_TRUE(ActiveGrants(daemon.state_dir(), 0).empty());  // the pool's too, after SIGTERM
   std::string response = run.ReadUntil("cancelled", seconds(5));
   EXPECT_NE(response.find("\"outcome\":\"cancelled\""), std::string::npos) << response;
   auto store = store::Store::Open(daemon.state_dir());

@@ -32,6 +32,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     cgroup_mounts as _cgroup_mounts,
     in_namespace as _in_namespace,
     pids_in_cgroup_tree as _pids_in_cgroup_tree,
+    pool_pids as _pool_pids,
     read_proc as _read_proc,
     remove_tree as _remove_tree,
     wait_for as _wait_for,
@@ -217,10 +218,12 @@ def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
     assert check.stdout.startswith("Client ") and str(venv) in check.stdout
 
 
-def _active_grants(state_dir):
+def _active_grants(state_dir, daemon_pid=None):
+    """Active grants, but for the warm pool's that `daemon_pid` keeps."""
     out = subprocess.run([CORDON, "grants", "--json", "--state-dir", state_dir],
                          capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return [g for g in json.loads(out.stdout)
+            if g["owner"] != "session-pool" or g["supervisor"]["pid"] != daemon_pid]
 
 
 def test_a_disconnected_streaming_client_cancels_its_run(daemon, client, tmp_path):
@@ -259,14 +262,17 @@ def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(
     for t in threads:
         t.join()
     assert len({s.info["grant_id"] for s in results}) == 1
-    shells = [p for p in _pids_in_cgroup_tree(CGROUP_ROOT) if _read_proc(p, "comm") == b"bash\n"]
+    # Once the warm pool has refilled (nothing else starts then), one shell
+    # is the session's and the others the pool's.
+    assert _wait_for(lambda: daemon.client().health()["shells_warm"] == 2)
+    shells = [p for p in _pids_in_cgroup_tree(CGROUP_ROOT) - _pool_pids(daemon.state_dir, daemon.pid)
+              if _read_proc(p, "comm") == b"bash\n"]
     assert len(shells) == 1
-    workspace = results[0].info["workspace"]
-    # Every runtime started is a grant: exactly one was.
+    # Every runtime started is a grant: exactly one was the session's.
     grants = json.loads(subprocess.run(
         [CORDON, "grants", "--all", "--json", "--state-dir", daemon.state_dir],
         capture_output=True, text=True, check=True).stdout)
-    assert len([g for g in grants if g["spec"].get("workspace") == workspace]) == 1
+    assert len([g for g in grants if g["owner"] == "session:py-once"]) == 1
     results[0].close()
 
     shared = tmp_path / "barrier"
@@ -318,7 +324,7 @@ def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
     try:
         # Dead before the restarted daemon answered.
         assert not _in_namespace(ns)
-        assert _active_grants(str(state)) == []
+        assert _active_grants(str(state), second.pid) == []
         c = second.client()
         assert c.request("GET", "/v1/sessions/py-keep")["state"] == "lost"
         with pytest.raises(ConflictError):
