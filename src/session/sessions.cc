@@ -973,12 +973,13 @@ void Sessions::Shutdown(std::function<void(bool)> done) {
   shutdown_ = std::move(done);
   stopping_ = true;
   tick_->Cancel();
-  std::vector<Runtime*> pooled;
-  for (auto& [key, w] : pool_) pooled.push_back(w.runtime.get());
-  for (Runtime* runtime : pooled) runtime->Kill();
-  // Every live session is marked before any is killed: a teardown may end
-  // at once, and the shutdown is over only when none is left closing.
+  // Every live session is marked before anything is killed, the pool's
+  // runtimes included: a teardown may end at once, and the shutdown is
+  // over only when none is left closing. (Killing the pool first let its
+  // last teardown finish the shutdown while sessions were still live,
+  // their bound workspaces still mounted.)
   std::vector<Runtime*> kill;
+  for (auto& [key, w] : pool_) kill.push_back(w.runtime.get());
   for (auto& [id, s] : sessions_) {
     if (!s->runtime || s->closing || s->state == "quarantined" || s->state == "closed") continue;
     s->closing = true;
