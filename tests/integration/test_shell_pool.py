@@ -119,11 +119,15 @@ def test_a_shell_session_that_declares_nothing_gets_a_warm_shell_by_default(stat
 
 def test_a_crash_leaves_no_pool_shell_running_and_the_next_daemon_makes_its_own(state_dir):
     d = Daemon(state_dir, "--prespawn-shells", "1")
-    c = d.client()
-    wait_for(lambda: warm(c) == 1, within=30)
-    before = pool_grants(state_dir)
-    old_workspaces = pool_workspaces(state_dir)
-    assert len(before) == 1 and len(old_workspaces) == 1
+    try:
+        c = d.client()
+        wait_for(lambda: warm(c) == 1, within=30)
+        before = pool_grants(state_dir)
+        old_workspaces = pool_workspaces(state_dir)
+        assert len(before) == 1 and len(old_workspaces) == 1
+    except BaseException:
+        d.stop()  # nothing of a failed test's daemon is left running
+        raise
     d.kill()
     d = Daemon(state_dir, "--prespawn-shells", "1")
     try:
