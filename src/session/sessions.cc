@@ -785,6 +785,10 @@ void Sessions::Tick() {
 }
 
 size_t Sessions::PoolTarget(const std::string& kind) const {
+  // A warm runtime must see its workspace at /workspace, whatever the
+  // directory is renamed to at hand-out: without namespaces (Landlock
+  // alone) its HOME and working directory are the host path of the pool's.
+  if (!probe_.isolation.namespaces.available) return 0;
   if (kind == "python") return options_.python ? options_.prespawn : 0;
   return options_.prespawn_shells;
 }
