@@ -219,7 +219,8 @@ struct Daemon::Impl {
                                    {"sessions_active", sessions->live()},
                                    {"sessions_quarantined", sessions->quarantined()},
                                    {"kernels_warm", sessions->warm("python")},
-                                   {"shells_warm", sessions->warm("shell")}});
+                                   {"shells_warm", sessions->warm("shell")},
+                                   {"runs_warm", runs->warm()}});
     }
     if (is({"v1", "probe"})) {
       if (method != http::verb::get) return not_allowed("GET");
@@ -476,9 +477,11 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
                                                     d.options.sessions, std::move(observer)));
   CORDON_RETURN_IF_ERROR(d.sessions->Recover());
   if (d.extension) d.extension->Attach(*d.sessions);
-  d.runs = std::make_unique<Runs>(*d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
-                                  RunsOptions{d.options.state_dir, d.options.max_runs,
-                                              d.options.verify_timeout, d.options.bounds});
+  d.runs = std::make_unique<Runs>(
+      *d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
+      RunsOptions{d.options.state_dir, d.options.max_runs, d.options.verify_timeout,
+                  d.options.bounds, d.options.prespawn_runs});
+  d.runs->FillPool();
   d.mcp = std::make_unique<mcp::Server>(
       mcp::Engine{*d.runs, *d.sessions, d.options.max_file_bytes, d.options.mcp_output_limit});
   d.mcp_http = std::make_unique<mcp::HttpTransport>(

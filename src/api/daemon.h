@@ -46,6 +46,8 @@ struct DaemonOptions {
   HttpLimits http;
   uint64_t max_file_bytes = uint64_t{256} << 20;
   size_t max_runs = 32;
+  // Sandboxes kept waiting for a run's command (the warm pool, RunsOptions).
+  size_t prespawn_runs = 0;
   session::SessionOptions sessions;  // state_dir is filled in
   std::chrono::milliseconds verify_timeout{5000};
   // The limits every run and session gets unless its request sets them,

@@ -73,46 +73,6 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
         nullptr});
   }
   active->limits = contain::LimitsJson(spec->limits);
-  std::optional<contain::CapabilityStatus> disk;
-  if (!spec->workspace) {
-    // Nothing of the daemon's own directory: a run without a workspace gets
-    // a fresh empty one, removed afterwards.
-    active->scratch = options_.state_dir + "/scratch/" + sys::RandomHex(8);
-    std::error_code ec;
-    std::filesystem::create_directories(active->scratch, ec);
-    if (!ec && ::chmod(active->scratch.c_str(), 0700) != 0) {
-      ec = std::error_code(errno, std::generic_category());
-    }
-    if (ec) {
-      // A full state directory answers 507 (FromSession), not a run that
-      // fails later for want of a workspace.
-      std::string why =
-          "cannot create the run's workspace " + active->scratch + ": " + ec.message();
-      std::filesystem::remove(active->scratch, ec);
-      return std::unexpected(FromSession(
-          session::Error{session::Error::Kind::kInternal, std::move(why), "", nullptr}));
-    }
-    spec->workspace = active->scratch;
-    spec->isolation.workspace_made = true;
-    // Its disk bound (a tmpfs where the state dir has no project quota);
-    // admission observes it. Where bounding failed, admission is told why.
-    if (spec->limits.disk_bytes || spec->limits.disk_inodes) {
-      auto bound = contain::BoundWorkspace(
-          probe_.disk, active->scratch, contain::WorkspaceKind::kEphemeral,
-          contain::DiskLimits{spec->limits.disk_bytes, spec->limits.disk_inodes});
-      if (!bound) {
-        disk = contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
-        disk->enforceable = false;
-        disk->mechanism.clear();
-        disk->reason = "bounding the run's workspace failed: " + bound.error().message();
-      }
-    }
-  }
-  auto grant = contain::Acquire(*spec, probe_, store_, disk ? &*disk : nullptr);
-  if (!grant) {
-    RemoveScratch(*active);
-    return std::unexpected(FromSession(session::FromAdmit(grant.error())));
-  }
   Active* run = active.get();
   run::ExecutionOptions exec_options;
   exec_options.verify_timeout = options_.verify_timeout;
@@ -125,10 +85,53 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
     run->exchange->Stream(sys::JsonText(event) + "\n");
   };
   const uint64_t id = next_++;
+  auto on_done = [this, id, request_id](run::RunResult r) { OnDone(id, request_id, std::move(r)); };
   auto started = Clock::now();
-  auto execution = run::Execution::Start(
-      reactor_, store_, signaller_, std::move(*grant), *spec, std::move(exec_options),
-      [this, id, request_id](run::RunResult r) { OnDone(id, request_id, std::move(r)); });
+  std::unique_ptr<run::Execution> warm;
+  if (MatchesPool(*spec)) {
+    // What admission checks first (Acquire, for a cold run): a bad field
+    // is refused, naming it, and no sandbox is taken.
+    if (auto invalid = contain::Validate(*spec)) {
+      return std::unexpected(FromSession(session::FromAdmit(contain::AdmitError{
+          contain::AdmitError::Kind::kInvalid, invalid->field, invalid->message(), {}})));
+    }
+    warm = TakeParked(*spec, *active);
+  }
+  if (warm) {
+    run::Execution* execution = warm.get();
+    active->execution = std::move(warm);
+    runs_.emplace(id, std::move(active));
+    if (auto unparked = execution->Unpark(*spec, std::move(exec_options), on_done); !unparked) {
+      // Its setup failure (at `init`) is the run's result, once it is torn
+      // down: from the loop, since the teardown may end at once.
+      Log("error", "run_unpark_failed",
+          {{"grant_id", execution->grant_id()}, {"error", unparked.error().message()}});
+      boost::asio::post(reactor_.io(), [this, id, alive = std::weak_ptr<char>(alive_)] {
+        if (!alive.lock()) return;
+        if (auto it = runs_.find(id); it != runs_.end()) it->second->execution->Cancel();
+      });
+    }
+    metrics_.spawn_seconds.Observe(Seconds(Clock::now() - started));
+    Log("info", "run_started",
+        {{"request_id", request_id}, {"grant_id", execution->grant_id()}, {"warm", true}});
+    return id;
+  }
+
+  std::optional<contain::CapabilityStatus> disk;
+  if (!spec->workspace) {
+    // Nothing of the daemon's own directory: a run without a workspace gets
+    // a fresh empty one, removed afterwards.
+    auto scratch = MakeScratch(*spec, disk);
+    if (!scratch) return std::unexpected(scratch.error());
+    active->scratch = std::move(*scratch);
+  }
+  auto grant = contain::Acquire(*spec, probe_, store_, disk ? &*disk : nullptr);
+  if (!grant) {
+    RemoveScratch(*active);
+    return std::unexpected(FromSession(session::FromAdmit(grant.error())));
+  }
+  auto execution = run::Execution::Start(reactor_, store_, signaller_, std::move(*grant), *spec,
+                                         std::move(exec_options), on_done);
   if (!execution) {
     RemoveScratch(*active);
     return std::unexpected(ApiError{500, "internal", execution.error().message(), "", nullptr});
@@ -136,7 +139,7 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
   metrics_.spawn_seconds.Observe(Seconds(Clock::now() - started));
   active->execution = std::move(*execution);
   Log("info", "run_started",
-      {{"request_id", request_id}, {"grant_id", run->execution->grant_id()}});
+      {{"request_id", request_id}, {"grant_id", run->execution->grant_id()}, {"warm", false}});
   runs_.emplace(id, std::move(active));
   return id;
 }
@@ -150,6 +153,181 @@ void ReportScratch(const std::string& scratch, const sys::Result<void>& removed)
 }
 
 }  // namespace
+
+std::expected<std::string, ApiError> Runs::MakeScratch(
+    contain::Spec& spec, std::optional<contain::CapabilityStatus>& disk) const {
+  std::string scratch = options_.state_dir + "/scratch/" + sys::RandomHex(8);
+  std::error_code ec;
+  std::filesystem::create_directories(scratch, ec);
+  if (!ec && ::chmod(scratch.c_str(), 0700) != 0) {
+    ec = std::error_code(errno, std::generic_category());
+  }
+  if (ec) {
+    // A full state directory answers 507 (FromSession), not a run that
+    // fails later for want of a workspace.
+    std::string why = "cannot create the run's workspace " + scratch + ": " + ec.message();
+    std::filesystem::remove(scratch, ec);
+    return std::unexpected(
+        FromSession(session::Error{session::Error::Kind::kInternal, std::move(why), "", nullptr}));
+  }
+  spec.workspace = scratch;
+  spec.isolation.workspace_made = true;
+  // Its disk bound (a tmpfs where the state dir has no project quota);
+  // admission observes it. Where bounding failed, admission is told why.
+  if (spec.limits.disk_bytes || spec.limits.disk_inodes) {
+    auto bound = contain::BoundWorkspace(
+        probe_.disk, scratch, contain::WorkspaceKind::kEphemeral,
+        contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+    if (!bound) {
+      disk = contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
+      disk->enforceable = false;
+      disk->mechanism.clear();
+      disk->reason = "bounding the run's workspace failed: " + bound.error().message();
+    }
+  }
+  return scratch;
+}
+
+contain::Spec Runs::PoolSpec() const {
+  contain::Spec spec;
+  (void)contain::ApplyBounds(options_.bounds, spec);  // the defaults are never refused
+  spec.argv = {"(warm: waits for a run)"};            // recorded until a run takes it
+  spec.owner = "run-pool";
+  return spec;
+}
+
+// A parked sandbox was made for the defaults: a run matches when it asks for
+// nothing else that is fixed before the command (its deadline, grace and
+// output cap are the supervisor's, and come with the command).
+bool Runs::MatchesPool(const contain::Spec& spec) const {
+  if (options_.prespawn == 0 || spec.workspace) return false;
+  const contain::Spec pool = PoolSpec();
+  contain::Limits limits = spec.limits;
+  limits.timeout_ms = pool.limits.timeout_ms;
+  limits.grace_ms = pool.limits.grace_ms;
+  limits.output_limit_bytes = pool.limits.output_limit_bytes;
+  const contain::IsolationSpec& a = spec.isolation;
+  const contain::IsolationSpec& b = pool.isolation;
+  return b.enabled() && spec.required.empty() && !spec.permissive &&
+         spec.defaulted == pool.defaulted &&
+         contain::LimitsJson(limits) == contain::LimitsJson(pool.limits) && a.level == b.level &&
+         a.network == b.network && a.binds.empty() && a.tmp_size_bytes == b.tmp_size_bytes &&
+         a.id_range == b.id_range && a.system_dirs == b.system_dirs &&
+         a.hidden_paths == b.hidden_paths && a.seccomp_deny == b.seccomp_deny;
+}
+
+size_t Runs::warm() const {
+  return static_cast<size_t>(std::count_if(pool_.begin(), pool_.end(), [](const auto& e) {
+    return e.second.execution && e.second.execution->parked_ready();
+  }));
+}
+
+void Runs::FillPool() {
+  if (stopping_ || options_.prespawn == 0 || !probe_.isolation.namespaces.available) return;
+  if (Clock::now() < pool_not_before_) return;
+  while (pool_.size() < options_.prespawn) {
+    if (!StartParked()) return PoolFailed();
+  }
+}
+
+bool Runs::StartParked() {
+  contain::Spec spec = PoolSpec();
+  std::optional<contain::CapabilityStatus> disk;
+  auto scratch = MakeScratch(spec, disk);
+  if (!scratch) {
+    Log("error", "pool_run_failed", {{"error", scratch.error().message}});
+    return false;
+  }
+  auto grant = contain::Acquire(spec, probe_, store_, disk ? &*disk : nullptr);
+  if (!grant) {
+    Log("error", "pool_run_failed", {{"error", grant.error().message}});
+    ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
+    return false;
+  }
+  const uint64_t key = next_parked_++;
+  auto parked = run::Execution::Park(
+      reactor_, store_, signaller_, std::move(*grant), spec,
+      [this] { pool_delay_ = std::chrono::milliseconds(0); },
+      [this, key](run::RunResult r) { OnParkedEnded(key, r); });
+  if (!parked) {  // its grant was released
+    Log("error", "pool_run_failed", {{"error", parked.error().message()}});
+    ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
+    return false;
+  }
+  pool_.emplace(key, Parked{std::move(*parked), std::move(*scratch)});
+  return true;
+}
+
+std::unique_ptr<run::Execution> Runs::TakeParked(contain::Spec& spec, Active& run) {
+  auto it = std::find_if(pool_.begin(), pool_.end(),
+                         [](const auto& e) { return e.second.execution->parked_ready(); });
+  if (it == pool_.end()) return nullptr;
+  contain::LaunchRequest command;
+  command.argv = spec.Command();
+  for (const auto& [name, value] : spec.env) command.env.push_back(name + "=" + value);
+  if (!contain::FitsParked(command)) return nullptr;
+  contain::Spec taken = spec;
+  taken.workspace = it->second.scratch;
+  taken.isolation.workspace_made = true;
+  // The grant is the run's, in the store, before its command exists.
+  const std::string& grant_id = it->second.execution->grant_id();
+  if (auto handed = store_.HandOutGrant(grant_id, taken.owner, contain::SpecSummary(taken));
+      !handed) {
+    Log("error", "store_error", {{"grant_id", grant_id}, {"error", handed.error().message()}});
+    return nullptr;
+  }
+  spec = std::move(taken);
+  run.scratch = std::move(it->second.scratch);
+  run.warm = true;
+  auto execution = std::move(it->second.execution);
+  pool_.erase(it);
+  return execution;
+}
+
+void Runs::OnParkedEnded(uint64_t key, const run::RunResult& r) {
+  auto it = pool_.find(key);
+  if (it == pool_.end()) return;
+  if (!r.release.dead) all_dead_ = false;
+  if (!stopping_) {
+    // It ended while it waited (killed from outside, or its setup failed).
+    Log("error", "pool_run_ended",
+        {{"grant_id", r.grant.id},
+         {"outcome", run::OutcomeName(r.outcome)},
+         {"setup_error", r.setup_error ? r.setup_error->detail : ""}});
+    PoolFailed();
+  }
+  // Its workspace goes on a worker; the entry (whose Execution is on the
+  // stack now) once that is done.
+  workers_.Post([this, key, scratch = it->second.scratch, alive = std::weak_ptr<char>(alive_)] {
+    auto removed = contain::RemoveBoundWorkspace(scratch);
+    boost::asio::post(reactor_.io(), [this, key, alive, scratch, removed = std::move(removed)] {
+      if (!alive.lock()) return;
+      ReportScratch(scratch, removed);
+      pool_.erase(key);
+      if (!stopping_) FillPool();
+      MaybeDrained();
+    });
+  });
+}
+
+void Runs::PoolFailed() {
+  using std::chrono::milliseconds;
+  pool_delay_ = std::min<milliseconds>(
+      std::max<milliseconds>(pool_delay_ * 2, std::chrono::seconds(1)), std::chrono::minutes(1));
+  pool_not_before_ = Clock::now() + pool_delay_;
+  Log("info", "pool_backoff", {{"kind", "run"}, {"retry_in_ms", pool_delay_.count()}});
+  pool_timer_.expires_after(pool_delay_);
+  pool_timer_.async_wait([this, alive = std::weak_ptr<char>(alive_)](const auto& ec) {
+    if (!ec && alive.lock()) FillPool();
+  });
+}
+
+void Runs::MaybeDrained() {
+  if (!runs_.empty() || !pool_.empty() || !drained_) return;
+  auto drained = std::move(drained_);
+  drained_ = nullptr;
+  drained(all_dead_);
+}
 
 void Runs::RemoveScratch(const Active& run) {
   if (run.scratch.empty()) return;
@@ -195,15 +373,13 @@ void Runs::Answer(uint64_t id, run::RunResult r) {
   } else {
     Respond(run, std::move(r));
   }
-  // The Execution may still be on the stack (OnDone): destroy it from the loop.
+  // The Execution may still be on the stack (OnDone): destroy it from the
+  // loop. The pool refills after the answer, not before it.
   boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {
     if (!alive.lock()) return;
     runs_.erase(id);
-    if (runs_.empty() && drained_) {
-      auto drained = std::move(drained_);
-      drained_ = nullptr;
-      drained(all_dead_);
-    }
+    FillPool();
+    MaybeDrained();
   });
 }
 
@@ -218,6 +394,7 @@ void Runs::Respond(Active& run, run::RunResult r) {
   result["stdout"] = std::move(out);
   result["stderr"] = std::move(err);
   result["limits"] = run.limits;
+  result["warm"] = run.warm;
   if (run.streaming) result["type"] = "result";
   std::string text = sys::JsonLine(result, expected);
   result = nullptr;
@@ -231,11 +408,17 @@ void Runs::Respond(Active& run, run::RunResult r) {
 
 void Runs::Stop(std::function<void(bool)> drained) {
   stopping_ = true;
-  if (runs_.empty()) return drained(all_dead_);
+  pool_timer_.cancel();
+  if (runs_.empty() && pool_.empty()) return drained(all_dead_);
   drained_ = std::move(drained);
   for (auto& [id, run] : runs_) {
     if (run->execution) run->execution->Cancel();
   }
+  // Collected first: a teardown that ends at once changes nothing here
+  // (the entries go from the loop, once their workspaces are removed).
+  std::vector<run::Execution*> parked;
+  for (auto& [key, entry] : pool_) parked.push_back(entry.execution.get());
+  for (run::Execution* e : parked) e->Cancel();
 }
 
 }  // namespace cordon::api

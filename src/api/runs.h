@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <expected>
 #include <functional>
@@ -29,6 +30,10 @@ struct RunsOptions {
   size_t max_runs = 32;
   std::chrono::milliseconds verify_timeout{5000};
   contain::Bounds bounds;  // every run's default limits and their ceilings
+  // Sandboxes kept made and waiting for a command (--prespawn-runs, the
+  // warm pool): a run that declares no isolation, limits or workspace of
+  // its own starts in one instead of being launched.
+  size_t prespawn = 0;
 };
 
 class Runs final {
@@ -41,8 +46,13 @@ class Runs final {
         signaller_(signaller),
         probe_(probe),
         metrics_(metrics),
-        options_(std::move(options)) {}
+        options_(std::move(options)),
+        pool_timer_(reactor.io()) {}
 
+  // Fills the warm pool (once the daemon is up; again after each hand-out).
+  void FillPool();
+  // Parked sandboxes ready for a run.
+  size_t warm() const;
   void Start(const Request& request, const std::shared_ptr<Exchange>& exchange);
 
   // The same admission and engine as Start, for a spec parsed elsewhere (the
@@ -73,6 +83,7 @@ class Runs final {
     std::unique_ptr<run::Execution> execution;
     std::string scratch;  // a workspace made for the run, removed afterwards
     bool streaming = false;
+    bool warm = false;      // it ran in a sandbox of the warm pool
     nlohmann::json limits;  // the effective limits, shown in the result
   };
   std::expected<uint64_t, ApiError> Launch(contain::Spec spec, std::unique_ptr<Active> active,
@@ -83,6 +94,28 @@ class Runs final {
   // The result as POST /v1/runs answers it, whole or as the stream's end.
   static void Respond(Active& run, run::RunResult result);
   static void RemoveScratch(const Active& run);
+  // A fresh empty workspace for `spec` (set as its workspace), bounded by
+  // its disk limits; `disk` says why when bounding failed.
+  std::expected<std::string, ApiError> MakeScratch(
+      contain::Spec& spec, std::optional<contain::CapabilityStatus>& disk) const;
+
+  // The warm pool. Each entry is a grant (owner `run-pool`) whose sandbox
+  // waits for a command in a scratch workspace of its own.
+  struct Parked {
+    std::unique_ptr<run::Execution> execution;
+    std::string scratch;
+  };
+  bool MatchesPool(const contain::Spec& spec) const;
+  // The spec a pool sandbox is admitted with: the defaults and the bounds.
+  contain::Spec PoolSpec() const;
+  bool StartParked();
+  // A ready parked sandbox for `spec`, its grant recorded as the run's;
+  // `spec` and `run` get its workspace. Null when none is ready.
+  std::unique_ptr<run::Execution> TakeParked(contain::Spec& spec, Active& run);
+  void OnParkedEnded(uint64_t key, const run::RunResult& result);
+  // After a pool sandbox failed: the next fill waits (1 s, doubling to 1 min).
+  void PoolFailed();
+  void MaybeDrained();
 
   AsioReactor& reactor_;
   store::Store& store_;
@@ -95,6 +128,11 @@ class Runs final {
   bool stopping_ = false;
   bool all_dead_ = true;
   std::function<void(bool)> drained_;
+  std::map<uint64_t, Parked> pool_;
+  uint64_t next_parked_ = 1;
+  std::chrono::milliseconds pool_delay_{0};
+  std::chrono::steady_clock::time_point pool_not_before_;
+  boost::asio::steady_timer pool_timer_;  // the fill after a backoff
   // Expires with this object: what it posts to the loop checks it first.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
   // Removes the runs' workspaces: an unmount waits for an RCU grace period

@@ -40,7 +40,7 @@ struct ServeArgs {
   std::string mcp_output_limit = "64K", mcp_session_ttl = "60m", mcp_max_sessions = "1024",
               keep_records = "7d";
   std::string idle_ttl = "20m", max_lifetime = "86400", verify_timeout = "5";
-  std::string prespawn = "0", prespawn_shells = "2", interrupt_grace = "10",
+  std::string prespawn = "0", prespawn_shells = "2", prespawn_runs = "2", interrupt_grace = "10",
               kernel_ready_timeout = "60", max_kernels = "64", max_message = "64M";
   std::vector<std::string> kernel_env;
   // The bounds of every run and session: defaults and ceilings.
@@ -198,6 +198,8 @@ std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view
        [&](int64_t v) { o.gateway.prespawn = static_cast<size_t>(v); }},
       {"--prespawn-shells", a.prespawn_shells, ParseCount, true,
        [&](int64_t v) { o.sessions.prespawn_shells = static_cast<size_t>(v); }},
+      {"--prespawn-runs", a.prespawn_runs, ParseCount, true,
+       [&](int64_t v) { o.prespawn_runs = static_cast<size_t>(v); }},
       {"--interrupt-grace", a.interrupt_grace, ParseDurationMs, false,
        [&](int64_t v) { o.gateway.interrupt_grace = std::chrono::milliseconds(v); }},
       {"--kernel-ready-timeout", a.kernel_ready_timeout, ParseDurationMs, false,
@@ -411,6 +413,11 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "Shells kept started and ready in their sandboxes, handed to new shell sessions whose "
       "request declares no env, limits or isolation of its own; 0 starts every shell on "
       "request (default 2)")
+      ->type_name("N");
+  opt("--prespawn-runs", a.prespawn_runs,
+      "Sandboxes kept made and waiting for a command, each under a grant of its own, taken "
+      "by runs (POST /v1/runs, MCP) that declare no workspace, limits or isolation of their "
+      "own; 0 launches every run on request (default 2)")
       ->type_name("N");
   opt("--interrupt-grace", a.interrupt_grace,
       "After POST /api/kernels/{id}/interrupt, how long a busy kernel has to become idle "

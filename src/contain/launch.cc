@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,11 +68,40 @@ struct ChildPlan {
   size_t mount_count;
   const char* cwd;  // set: chdir here (the sandbox's view) instead of workspace_fd
   bool drop_privileges;
+  // The privileges, Landlock and seccomp are in place already: a parked
+  // init set them on itself, and the command inherits them.
+  bool confined;
   const LandlockPlan* landlock;      // null: none
   const struct sock_fprog* seccomp;  // null: none
   std::span<char> command_line;      // the supervisor's, for the init to overwrite
   std::span<char> environment;       // the supervisor's, for the init to clear
+  int control_fd;                    // parked: where the command comes (-1: not parked)
 };
+
+// A parked init's command, as SendCommand writes it on the control socket:
+// this header (with the stdin descriptor attached), then `bytes` bytes:
+// `rlimit_count` RlimitSettings, and argv, env and the exec candidates as
+// NUL-terminated strings, in that order.
+struct ParkedHeader {
+  uint32_t bytes;
+  uint32_t argc;
+  uint32_t envc;
+  uint32_t candidate_count;
+  uint32_t rlimit_count;
+};
+
+// What a parked init can take: it cannot allocate, so the command lands in
+// a fixed buffer of its own (the supervisor's copy is never touched, and a
+// bss page costs nothing until it is).
+constexpr size_t kParkedBytes = size_t{1} << 20;
+constexpr size_t kParkedStrings = 16384;
+constexpr size_t kParkedRlimits = 16;
+
+struct ParkedCommand {
+  alignas(16) char bytes[kParkedBytes];
+  char* strings[kParkedStrings + 3];  // argv, env and candidates, each ending in null
+};
+ParkedCommand parked_command;
 
 constexpr char kInitTitle[] = "cordon-init";
 
@@ -182,6 +212,88 @@ int Exec(const ChildPlan& p) {
   return denied ? EACCES : err;
 }
 
+// Reads exactly `n` bytes of the control socket; the descriptor that came
+// with them, if any, is put in `passed` (once).
+int ReadParked(int fd, char* to, size_t n, int* passed) {
+  while (n > 0) {
+    struct iovec iov {
+      to, n
+    };
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t got = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return errno;
+    if (got == 0) return EPIPE;  // the supervisor gave the sandbox up
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && *passed < 0) {
+        std::memcpy(passed, CMSG_DATA(c), sizeof(int));
+      }
+    }
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) return EBADMSG;
+    to += got;
+    n -= static_cast<size_t>(got);
+  }
+  return 0;
+}
+
+// Points `out[0..count)` at the next `count` strings of [*at, end), and
+// `out[count]` at null; false when they are not there.
+bool TakeStrings(char** at, char* end, uint32_t count, char** out) {
+  for (uint32_t i = 0; i < count; ++i) {
+    auto* nul = static_cast<char*>(std::memchr(*at, '\0', static_cast<size_t>(end - *at)));
+    if (nul == nullptr) return false;
+    out[i] = *at;
+    *at = nul + 1;
+  }
+  out[count] = nullptr;
+  return true;
+}
+
+// A parked init: says it is ready, then waits for its command and makes
+// `command` the plan that runs it.
+int AwaitCommand(const ChildPlan& p, ChildPlan* command) {
+  if (::write(p.control_fd, "r", 1) != 1) return errno;
+  ParkedHeader h{};
+  int stdin_fd = -1;
+  if (int err = ReadParked(p.control_fd, reinterpret_cast<char*>(&h), sizeof h, &stdin_fd)) {
+    return err;
+  }
+  const size_t strings = size_t{h.argc} + h.envc + h.candidate_count;
+  const size_t rlimit_bytes = size_t{h.rlimit_count} * sizeof(RlimitSetting);
+  if (h.bytes > kParkedBytes || strings > kParkedStrings || h.rlimit_count > kParkedRlimits ||
+      rlimit_bytes > h.bytes || h.argc == 0) {
+    return E2BIG;
+  }
+  ParkedCommand& c = parked_command;
+  if (int err = ReadParked(p.control_fd, c.bytes, h.bytes, &stdin_fd)) return err;
+  if (stdin_fd < 0) return EBADMSG;
+  if (stdin_fd <= 2) {  // the command's dup2 onto 0..2 must not clobber it
+    stdin_fd = ::fcntl(stdin_fd, F_DUPFD_CLOEXEC, 3);
+    if (stdin_fd < 0) return errno;
+  }
+  char* at = c.bytes + rlimit_bytes;
+  char* const end = c.bytes + h.bytes;
+  char** argv = c.strings;
+  char** envp = argv + h.argc + 1;
+  char** candidates = envp + h.envc + 1;
+  if (!TakeStrings(&at, end, h.argc, argv) || !TakeStrings(&at, end, h.envc, envp) ||
+      !TakeStrings(&at, end, h.candidate_count, candidates) || at != end) {
+    return EBADMSG;
+  }
+  command->argv = argv;
+  command->envp = envp;
+  command->candidates = candidates;
+  command->rlimits = reinterpret_cast<const RlimitSetting*>(c.bytes);
+  command->rlimit_count = h.rlimit_count;
+  command->stdin_fd = stdin_fd;
+  return 0;
+}
+
 #define CORDON_STEP(step, call)                              \
   do {                                                       \
     if (int err_ = (call); err_ != 0) Report(p, step, err_); \
@@ -198,15 +310,17 @@ int Exec(const ChildPlan& p) {
   if (p.namespaced) CORDON_STEP(SetupStep::kSignals, UnblockSignals());
   CORDON_STEP(SetupStep::kStdio, SetupStdio(p));
   CORDON_STEP(SetupStep::kWorkspace, EnterWorkspace(p));
-  if (p.drop_privileges) {
+  if (p.drop_privileges && !p.confined) {
     CORDON_STEP(SetupStep::kCapabilities, DropCapabilities());
     CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
   }
-  CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
+  if (!p.confined) CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
   CORDON_STEP(SetupStep::kCloseFds, CloseInheritedFds());
   CORDON_STEP(SetupStep::kRlimits, ApplyRlimits(p));
-  CORDON_STEP(SetupStep::kSeccomp, InstallSeccomp(p.seccomp));  // last: it forbids the above
-  Report(p, SetupStep::kExec, Exec(p));                         // returns only on failure
+  if (!p.confined) {
+    CORDON_STEP(SetupStep::kSeccomp, InstallSeccomp(p.seccomp));  // last: it forbids the above
+  }
+  Report(p, SetupStep::kExec, Exec(p));  // returns only on failure
 }
 
 int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan)); }
@@ -250,12 +364,35 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
   // leaves nothing there should that ever change. The init reads none.
   if (!p.environment.empty()) std::memset(p.environment.data(), 0, p.environment.size());
   CORDON_STEP(SetupStep::kInit, BlockInitSignals());
+  // Parked: the sandbox is made; the command is the one part still to come.
+  // What it would inherit anyway is done now, in the init itself, before
+  // anything of a caller's exists: the init then waits with no privileges,
+  // under the command's Landlock domain and seccomp filter (the calls it
+  // makes from here on, recvmsg, clone without namespaces, wait4, write
+  // and kill, are none that the filter refuses).
+  ChildPlan command_plan = p;
+  if (p.control_fd >= 0) {
+    if (p.drop_privileges) {
+      CORDON_STEP(SetupStep::kCapabilities, DropCapabilities());
+      CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
+    }
+    CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
+    CORDON_STEP(SetupStep::kSeccomp, InstallSeccomp(p.seccomp));
+    command_plan.confined = true;
+    // It may wait long, and it is a copy of the supervisor: it keeps only
+    // what the command and it need. Another sandbox's pipes, or its own
+    // control socket's other end, held here would keep their EOFs from
+    // coming (the supervisor gone, a run's output ended).
+    int keep[] = {p.error_fd, p.stdout_fd, p.stderr_fd, p.status_fd, p.lease_fd, p.control_fd};
+    CloseAllBut(keep, sizeof keep / sizeof keep[0]);
+    CORDON_STEP(SetupStep::kInit, AwaitCommand(p, &command_plan));
+  }
   // The command shares the init's memory until its execve (CLONE_VM |
   // CLONE_VFORK, as posix_spawn does): no copy of the page tables of what
   // is a copy of the whole supervisor. Its steps only touch this stack.
   alignas(16) static char command_stack[64 * 1024];
   pid_t command = ::clone(CommandEntry, command_stack + sizeof command_stack,
-                          CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&p));
+                          CLONE_VM | CLONE_VFORK | SIGCHLD, &command_plan);
   if (command < 0) Report(p, SetupStep::kInit, errno);
   RunInit(command, p.status_fd, p.lease_fd);
 }
@@ -361,6 +498,15 @@ class NoSupplementaryGroups final {
   std::vector<gid_t> saved_;
 };
 
+// The paths execve tries for the request's argv[0], by its own PATH.
+std::vector<std::string> CandidatesOf(const LaunchRequest& request) {
+  std::optional<std::string> path_var;
+  for (const auto& entry : request.env) {
+    if (entry.starts_with("PATH=")) path_var = entry.substr(5);
+  }
+  return ExecCandidates(request.argv.at(0), path_var);
+}
+
 }  // namespace
 
 std::string_view SetupStepName(SetupStep step) {
@@ -421,12 +567,14 @@ std::vector<std::string> ExecCandidates(const std::string& program,
 }
 
 sys::Result<Launched> Launch(const LaunchRequest& request) {
-  // Everything the child needs, allocated now.
-  std::optional<std::string> path_var;
-  for (const auto& entry : request.env) {
-    if (entry.starts_with("PATH=")) path_var = entry.substr(5);
+  Sandbox* sandbox = request.sandbox;
+  const bool namespaced = sandbox != nullptr && sandbox->namespaced();
+  if (request.park && !namespaced) {
+    return sys::Fail("launch: only a namespaced sandbox can be parked", EINVAL);
   }
-  std::vector<std::string> candidates = ExecCandidates(request.argv.at(0), path_var);
+  // Everything the child needs, allocated now.
+  std::vector<std::string> candidates;
+  if (!request.park) candidates = CandidatesOf(request);
   std::vector<const char*> candidate_ptrs;
   for (const auto& c : candidates) candidate_ptrs.push_back(c.c_str());
   candidate_ptrs.push_back(nullptr);
@@ -440,16 +588,25 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds out, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds err, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds setup, sys::MakePipe());
-  Sandbox* sandbox = request.sandbox;
-  const bool namespaced = sandbox != nullptr && sandbox->namespaced();
   sys::PipeFds sync;
   sys::PipeFds status;
   if (namespaced) {
     CORDON_ASSIGN_OR_RETURN(sync, sys::MakePipe());
     CORDON_ASSIGN_OR_RETURN(status, sys::MakePipe());
   }
+  sys::UniqueFd control[2];  // the supervisor's end, the init's
+  if (request.park) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      return sys::FailErrno("socketpair(control)");
+    }
+    control[0].reset(pair[0]);
+    control[1].reset(pair[1]);
+  }
   sys::UniqueFd in;
-  if (request.stdin_fd >= 0) {
+  if (request.park) {
+    // Its stdin comes with the command.
+  } else if (request.stdin_fd >= 0) {
     in.reset(::fcntl(request.stdin_fd, F_DUPFD_CLOEXEC, 3));
     if (!in) return sys::FailErrno("fcntl(stdin_fd, F_DUPFD_CLOEXEC)");
   } else {
@@ -460,7 +617,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
     CORDON_ASSIGN_OR_RETURN(workspace, sys::Open(*request.workspace, O_PATH | O_DIRECTORY));
   }
   for (sys::UniqueFd* fd : {&out.write, &err.write, &in, &setup.write}) {
-    CORDON_RETURN_IF_ERROR(LiftAbove2(*fd));
+    if (*fd) CORDON_RETURN_IF_ERROR(LiftAbove2(*fd));
   }
 
   sys::UniqueFd lifted_exec;
@@ -502,10 +659,12 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .mount_count = namespaced ? sandbox->mounts()->size() : 0,
       .cwd = namespaced ? kSandboxWorkspace : nullptr,
       .drop_privileges = sandbox != nullptr,
+      .confined = false,
       .landlock = sandbox != nullptr ? sandbox->landlock() : nullptr,
       .seccomp = sandbox != nullptr ? sandbox->seccomp() : nullptr,
       .command_line = namespaced ? OwnCommandLine() : std::span<char>{},
       .environment = namespaced ? OwnEnvironment() : std::span<char>{},
+      .control_fd = request.park ? control[1].get() : -1,
   };
 
   int pidfd = -1;
@@ -540,6 +699,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   err.write.reset();
   setup.write.reset();
   in.reset();
+  control[1].reset();
   if (namespaced) {
     // The child waits for its id maps (and its idmapped workspace) before
     // it touches anything; EOF without the byte tells it to give up.
@@ -561,7 +721,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
     CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
     if (request.on_started) request.on_started(launched.identity, launched.pgid);
     launched.sandbox = namespaced ? sandbox : nullptr;
-    if (request.wait_for_exec) {
+    if (request.wait_for_exec && !request.park) {
       // Child setup is short and cannot block on us.
       launched.setup_report = std::move(setup.read);
       CORDON_RETURN_IF_ERROR(ReadSetupReport(launched));
@@ -581,7 +741,89 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   }
   launched.stdout_read = std::move(out.read);
   launched.stderr_read = std::move(err.read);
+  launched.control = std::move(control[0]);
   return launched;
+}
+
+namespace {
+
+// A parked init's command as SendCommand writes it (ParkedHeader); false
+// when it does not fit what the init can take.
+bool EncodeCommand(const LaunchRequest& command, ParkedHeader* header, std::string* bytes) {
+  if (command.argv.empty()) return false;
+  const std::vector<std::string> candidates = CandidatesOf(command);
+  header->argc = static_cast<uint32_t>(command.argv.size());
+  header->envc = static_cast<uint32_t>(command.env.size());
+  header->candidate_count = static_cast<uint32_t>(candidates.size());
+  header->rlimit_count = static_cast<uint32_t>(command.rlimits.size());
+  bytes->assign(reinterpret_cast<const char*>(command.rlimits.data()),
+                command.rlimits.size() * sizeof(RlimitSetting));
+  for (const auto* list : {&command.argv, &command.env, &candidates}) {
+    for (const std::string& item : *list) {
+      bytes->append(item);
+      bytes->push_back('\0');
+    }
+  }
+  header->bytes = static_cast<uint32_t>(std::min<size_t>(bytes->size(), UINT32_MAX));
+  return bytes->size() <= kParkedBytes &&
+         command.argv.size() + command.env.size() + candidates.size() <= kParkedStrings &&
+         command.rlimits.size() <= kParkedRlimits;
+}
+
+}  // namespace
+
+bool FitsParked(const LaunchRequest& command) {
+  ParkedHeader header{};
+  std::string bytes;
+  return EncodeCommand(command, &header, &bytes);
+}
+
+sys::Result<void> SendCommand(Launched& parked, const LaunchRequest& command) {
+  if (!parked.control) return sys::Fail("send the command: the launch is not parked", EINVAL);
+  ParkedHeader header{};
+  std::string bytes;
+  if (!EncodeCommand(command, &header, &bytes)) {
+    return sys::Fail("send the command: it does not fit a parked sandbox", E2BIG);
+  }
+  sys::UniqueFd in;
+  if (command.stdin_fd >= 0) {
+    in.reset(::fcntl(command.stdin_fd, F_DUPFD_CLOEXEC, 3));
+    if (!in) return sys::FailErrno("fcntl(stdin_fd, F_DUPFD_CLOEXEC)");
+  } else {
+    CORDON_ASSIGN_OR_RETURN(in, StdinFd(command.stdin_bytes));
+  }
+  struct iovec iov {
+    &header, sizeof header
+  };
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  const int fd = in.get();
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  // Blocking: the init is waiting for it, and reads as fast as it comes.
+  CORDON_RETURN_IF_ERROR(sys::SetNonBlocking(parked.control.get(), false));
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(parked.control.get(), &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) return sys::FailErrno("send the command (sendmsg)");
+  // A stream socket takes a 20-byte header whole, or nothing.
+  if (static_cast<size_t>(sent) != sizeof header) {
+    return sys::Fail("send the command: the header was cut short", EIO);
+  }
+  if (auto written = sys::WriteAll(parked.control.get(), bytes); !written) {
+    return std::unexpected(written.error().Context("send the command"));
+  }
+  parked.control.reset();
+  parked.started = std::chrono::steady_clock::now();
+  return {};
 }
 
 sys::Result<void> ReadSetupReport(Launched& launched) {

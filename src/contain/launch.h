@@ -90,6 +90,11 @@ struct LaunchRequest {
   // For a supervisor whose event loop must not wait on a child: clone3 to
   // execve is most of a spawn's time.
   bool wait_for_exec = true;
+  // With a namespaced sandbox: park the sandbox instead of starting a
+  // command. The init builds the sandbox's world, then writes one byte on
+  // Launched::control and waits there for the command (SendCommand).
+  // `argv`, `env`, the stdin fields and `rlimits` are then unused here.
+  bool park = false;
 };
 
 struct Launched {
@@ -109,6 +114,9 @@ struct Launched {
   // The request's sandbox when namespaced (names a failed mount step); the
   // caller keeps it alive as long as the Launched.
   const Sandbox* sandbox = nullptr;
+  // A parked launch's end of the init's control socket: readable once the
+  // init waits for its command (one byte), then where SendCommand writes.
+  sys::UniqueFd control;
 };
 
 // Reads a launched child's setup report if it is there: a failed step sets
@@ -120,6 +128,18 @@ sys::Result<void> ReadSetupReport(Launched& launched);
 // Fails only for the supervisor's own errors (pipes, clone3); a failure in
 // the child is a Launched with setup_error.
 sys::Result<Launched> Launch(const LaunchRequest& request);
+
+// Whether `command`'s argv, env and rlimits fit what a parked init can
+// take (a fixed buffer: it may not allocate). A command that does not fit
+// is launched cold.
+bool FitsParked(const LaunchRequest& command);
+
+// Gives a parked launch (LaunchRequest::park) its command: `argv`, `env`,
+// stdin (`stdin_fd` or `stdin_bytes`) and `rlimits` of `command`; nothing
+// else of it is read. The init then starts it as Launch would have, and
+// `started` becomes now. The control socket is closed: a launch takes one
+// command.
+sys::Result<void> SendCommand(Launched& parked, const LaunchRequest& command);
 
 // The paths execve tries for `program`: itself when it contains '/', else
 // each directory of `path_var` (POSIX default when unset) joined with it.

@@ -218,5 +218,133 @@ TEST_F(SandboxLaunchTest, AFailingMountNamesItsPartAndTheErrno) {
   EXPECT_EQ(f.launched.setup_error->detail, "mkdir /usr/cordon-no-such-dir");
 }
 
+// A parked launch: its init says when it waits, and nothing runs before.
+Launched Park(Sandbox& sandbox) {
+  LaunchRequest r;
+  r.sandbox = &sandbox;
+  r.park = true;
+  r.wait_for_exec = false;
+  auto launched = Launch(r);
+  EXPECT_TRUE(launched) << launched.error().message();
+  if (!launched) return {};
+  char ready = 0;
+  EXPECT_EQ(::read(launched->control.get(), &ready, 1), 1);
+  EXPECT_EQ(ready, 'r');
+  return std::move(*launched);
+}
+
+// Collects a launched child's output to EOF and its exit.
+Finished Wait(Launched launched) {
+  Finished f{std::move(launched), "", "", {}};
+  (void)sys::SetNonBlocking(f.launched.stdout_read.get(), false);
+  (void)sys::SetNonBlocking(f.launched.stderr_read.get(), false);
+  f.out = sys::ReadAll(f.launched.stdout_read.get()).value_or("");
+  f.err = sys::ReadAll(f.launched.stderr_read.get()).value_or("");
+  f.exit = f.launched.pidfd.Reap().value();
+  EXPECT_TRUE(ReadSetupReport(f.launched));
+  return f;
+}
+
+TEST_F(SandboxLaunchTest, AParkedInitRunsTheCommandItIsSentAndNothingBefore) {
+  Sandbox sandbox = Make();
+  Launched parked = Park(sandbox);
+  ASSERT_TRUE(parked.control);
+  // Waiting, it has started nothing: the init is alone in its namespace.
+  auto children = sys::ReadFile("/proc/" + std::to_string(parked.identity.pid) + "/task/" +
+                                std::to_string(parked.identity.pid) + "/children");
+  ASSERT_TRUE(children) << children.error().message();
+  EXPECT_EQ(*children, "");
+  EXPECT_FALSE(std::filesystem::exists(work_ / "made"));
+
+  LaunchRequest command;
+  command.argv = {"/bin/sh", "-c",
+                  "echo $$ \"$1\"; env | sort; cat; pwd; ulimit -n; touch made; "
+                  "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; exit 7",
+                  "sh", "two words"};
+  command.env = {"B=2", "A=1"};
+  command.stdin_bytes = "from stdin\n";
+  command.rlimits = {{RLIMIT_NOFILE, 64, 64}};
+  ASSERT_TRUE(SendCommand(parked, command));
+  EXPECT_FALSE(parked.control);  // one command per launch
+  Finished f = Wait(std::move(parked));
+  EXPECT_FALSE(f.launched.setup_error) << SetupStepName(f.launched.setup_error->step);
+  // The init's child, with exactly its argv, env, stdin and rlimits, in
+  // the workspace, with no privileges and (where the kernel has it) the
+  // seccomp filter: the init's own, which it inherited.
+  EXPECT_TRUE(f.out.starts_with("2 two words\nA=1\nB=2\n")) << f.out << f.err;
+  EXPECT_EQ(f.out.find("HOME="), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("\nfrom stdin\n/workspace\n64\n"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("NoNewPrivs:\t1\n"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("CapEff:\t0000000000000000\n"), std::string::npos) << f.out;
+  if (SeccompAvailable()) {
+    EXPECT_NE(f.out.find("Seccomp:\t2\n"), std::string::npos) << f.out;
+  }
+  EXPECT_TRUE(std::filesystem::exists(work_ / "made"));
+  ASSERT_TRUE(f.launched.init_report);
+  auto exit = ReadInitReport(f.launched.init_report.get());
+  ASSERT_TRUE(exit);
+  EXPECT_FALSE(exit->signaled);
+  EXPECT_EQ(exit->status, 7);
+}
+
+TEST_F(SandboxLaunchTest, AParkedCommandThatCannotStartIsASetupError) {
+  Sandbox sandbox = Make();
+  LaunchRequest command;
+  command.argv = {"/nonexistent/program"};
+  Finished f = Wait([&] {
+    Launched parked = Park(sandbox);
+    EXPECT_TRUE(SendCommand(parked, command));
+    return parked;
+  }());
+  ASSERT_TRUE(f.launched.setup_error);
+  EXPECT_EQ(SetupStepName(f.launched.setup_error->step), "exec");
+  EXPECT_EQ(f.launched.setup_error->err, ENOENT);
+}
+
+TEST_F(SandboxLaunchTest, AParkedInitGivenUpEndsWithoutRunningAnything) {
+  Sandbox sandbox = Make();
+  Launched parked = Park(sandbox);
+  parked.control.reset();  // the supervisor gives it up
+  Finished f = Wait(std::move(parked));
+  ASSERT_TRUE(f.launched.setup_error);
+  EXPECT_EQ(SetupStepName(f.launched.setup_error->step), "init");
+  EXPECT_EQ(f.launched.setup_error->err, EPIPE);
+  EXPECT_EQ(f.out, "");
+}
+
+TEST_F(SandboxLaunchTest, OnlyANamespacedSandboxParksAndOnlyWhatFitsIsSent) {
+  LaunchRequest bare;
+  bare.park = true;
+  auto refused = Launch(bare);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().errno_value(), EINVAL);
+
+  LaunchRequest big;
+  big.argv = {"/bin/true", std::string(size_t{2} << 20, 'x')};
+  EXPECT_FALSE(FitsParked(big));
+  LaunchRequest many;
+  many.argv = {"/bin/true"};
+  many.env.assign(20000, "A=1");
+  EXPECT_FALSE(FitsParked(many));
+  EXPECT_FALSE(FitsParked(LaunchRequest{}));
+  LaunchRequest small;
+  small.argv = {"/bin/true"};
+  EXPECT_TRUE(FitsParked(small));
+
+  // Refused before anything is sent: the init still waits for a command.
+  Sandbox sandbox = Make();
+  Launched parked = Park(sandbox);
+  auto sent = SendCommand(parked, big);
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().errno_value(), E2BIG);
+  ASSERT_TRUE(parked.control);
+  ASSERT_TRUE(SendCommand(parked, small));
+  Finished f = Wait(std::move(parked));
+  EXPECT_FALSE(f.launched.setup_error);
+  auto exit = ReadInitReport(f.launched.init_report.get());
+  ASSERT_TRUE(exit);
+  EXPECT_EQ(exit->status, 0);
+}
+
 }  // namespace
 }  // namespace cordon::contain

@@ -22,19 +22,21 @@ void InitSignalSet(sigset_t* set) {
   for (int sig : kInitSignals) sigaddset(set, sig);
 }
 
-// Closes every descriptor but `a` and `b` (either may be -1).
-void CloseAllExcept(int a, int b) {
-  int keep[2] = {std::min(a, b), std::max(a, b)};
+}  // namespace
+
+void CloseAllBut(int* keep, size_t count) {
+  // Sorted in place (a few entries: insertion sort, no allocation).
+  for (size_t i = 1; i < count; ++i) {
+    for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; --j) std::swap(keep[j - 1], keep[j]);
+  }
   unsigned from = 0;
-  for (int k : keep) {
-    if (k < 0) continue;
-    if (static_cast<unsigned>(k) > from) ::syscall(SYS_close_range, from, k - 1, 0);
-    from = static_cast<unsigned>(k) + 1;
+  for (size_t i = 0; i < count; ++i) {
+    if (keep[i] < 0 || static_cast<unsigned>(keep[i]) < from) continue;
+    if (static_cast<unsigned>(keep[i]) > from) ::syscall(SYS_close_range, from, keep[i] - 1, 0);
+    from = static_cast<unsigned>(keep[i]) + 1;
   }
   ::syscall(SYS_close_range, from, ~0U, 0);
 }
-
-}  // namespace
 
 int BlockInitSignals() {
   // Undumpable before the command exists, not after (runc CVE-2016-9962):
@@ -58,7 +60,8 @@ int UnblockSignals() {
 void RunInit(pid_t command, int status_fd, int keep_fd) {
   // Nothing of the command's: not its pipes (their EOF must not wait for
   // us), not the setup pipe (its EOF tells the supervisor execve worked).
-  CloseAllExcept(status_fd, keep_fd);
+  int keep[] = {status_fd, keep_fd};
+  CloseAllBut(keep, 2);
   // (Undumpable since BlockInitSignals, before the fork: the command runs
   // as the same uid, and could otherwise open /proc/1/mem and steer it.)
   // Best effort: the init has nothing the command lacks once it also

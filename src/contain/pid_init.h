@@ -11,6 +11,7 @@
 #include <linux/filter.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <optional>
 
 #include "sys/pidfd.h"
@@ -24,6 +25,10 @@ namespace cordon::contain {
 // SIGTERM in between is kept pending, not lost). The command unblocks them.
 int BlockInitSignals();
 int UnblockSignals();
+
+// Closes every descriptor but the `count` in `keep` (sorted in place; -1
+// entries are ignored). Async-signal-safe.
+void CloseAllBut(int* keep, size_t count);
 
 // The init's life after the fork: keeps only `status_fd` and `keep_fd`
 // (the id lease), gives up its own privileges, then reaps and forwards

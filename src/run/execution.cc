@@ -69,11 +69,28 @@ Execution::Execution(sys::Reactor& reactor, store::Store& store, contain::Signal
   result_.grant = Summarize(grant_);
 }
 
+sys::Result<std::unique_ptr<Execution>> Execution::Park(sys::Reactor& reactor, store::Store& store,
+                                                        contain::Signaller& signaller,
+                                                        contain::Grant grant,
+                                                        const contain::Spec& spec,
+                                                        std::function<void()> ready, Done done) {
+  if (!grant.isolation || !grant.isolation->namespaces) {
+    return sys::Fail("park: only a grant with namespaces has a sandbox that can wait", EINVAL);
+  }
+  std::unique_ptr<Execution> e(new Execution(reactor, store, signaller, std::move(grant), spec,
+                                             ExecutionOptions{}, std::move(done)));
+  e->parked_ = true;
+  e->on_parked_ready_ = std::move(ready);
+  CORDON_RETURN_IF_ERROR(e->Begin(spec));
+  return e;
+}
+
 Execution::~Execution() {
   for (Pipe* p : {&out_, &err_}) {
     if (p->fd) reactor_.Unwatch(p->fd.get());
   }
   if (watching_child_) reactor_.Unwatch(child_.pidfd.fd());
+  if (watching_control_) reactor_.Unwatch(child_.control.get());
   if (deadline_) reactor_.Unwatch(deadline_->fd());
 }
 
@@ -95,6 +112,7 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   // The loop does not wait for the child's execve; the report is read in
   // Finish, when the main process has exited and the report is final.
   request.wait_for_exec = false;
+  request.park = parked_;
 
   sys::Result<void> prepared;
   if (grant_.isolation) {
@@ -162,14 +180,69 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   }
   CORDON_RETURN_IF_ERROR(reactor_.Watch(child_.pidfd.fd(), [this] { OnMainExit(); }));
   watching_child_ = true;
-  if (timeout_) {
-    CORDON_ASSIGN_OR_RETURN(sys::TimerFd timer, sys::TimerFd::Create());
-    deadline_ = std::move(timer);
-    auto elapsed = std::chrono::steady_clock::now() - child_.started;
-    CORDON_RETURN_IF_ERROR(deadline_->Arm(*timeout_ - elapsed));
-    CORDON_RETURN_IF_ERROR(reactor_.Watch(deadline_->fd(), [this] { OnDeadline(); }));
+  if (parked_) {
+    // The deadline is the command's: it is armed when one comes (Unpark).
+    CORDON_RETURN_IF_ERROR(reactor_.Watch(child_.control.get(), [this] { OnParkedReadable(); }));
+    watching_control_ = true;
+    return {};
   }
-  return {};
+  return ArmDeadline();
+}
+
+sys::Result<void> Execution::ArmDeadline() {
+  if (!timeout_) return {};
+  CORDON_ASSIGN_OR_RETURN(sys::TimerFd timer, sys::TimerFd::Create());
+  deadline_ = std::move(timer);
+  auto elapsed = std::chrono::steady_clock::now() - child_.started;
+  CORDON_RETURN_IF_ERROR(deadline_->Arm(*timeout_ - elapsed));
+  return reactor_.Watch(deadline_->fd(), [this] { OnDeadline(); });
+}
+
+void Execution::OnParkedReadable() {
+  char byte;
+  ssize_t n = ::read(child_.control.get(), &byte, 1);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  reactor_.Unwatch(child_.control.get());
+  watching_control_ = false;
+  if (n != 1) return;  // the init ended: its pidfd says the rest
+  parked_ready_ = true;
+  if (on_parked_ready_) on_parked_ready_();
+}
+
+sys::Result<void> Execution::Unpark(const contain::Spec& spec, ExecutionOptions options,
+                                    Done done) {
+  on_parked_ready_ = nullptr;
+  options_ = std::move(options);
+  options_.exec_fd = -1;
+  options_.stdin_fd = -1;
+  done_ = std::move(done);
+  grace_ = std::chrono::milliseconds(spec.limits.grace_ms);
+  timeout_.reset();
+  if (spec.limits.timeout_ms) timeout_ = std::chrono::milliseconds(*spec.limits.timeout_ms);
+  out_.capture = Capture(static_cast<size_t>(spec.limits.output_limit_bytes));
+  err_.capture = Capture(static_cast<size_t>(spec.limits.output_limit_bytes));
+  grant_.owner = spec.owner;
+  result_.grant = Summarize(grant_);
+  // Its grace and verification are the command's.
+  if (auto teardown =
+          contain::Teardown::Create(reactor_, *tree_, signaller_,
+                                    contain::TeardownOptions{grace_, options_.verify_timeout})) {
+    teardown_ = std::move(*teardown);
+  }
+
+  contain::LaunchRequest command;
+  command.argv = spec.Command();
+  for (const auto& [name, value] : spec.env) command.env.push_back(name + "=" + value);
+  command.stdin_bytes = spec.stdin_bytes;
+  command.rlimits = Rlimits(spec, grant_);
+  auto sent = contain::SendCommand(child_, command);
+  if (!sent) {
+    child_.setup_error = contain::SetupError{contain::SetupStep::kInit, sent.error().errno_value(),
+                                             sent.error().message()};
+    return sent;
+  }
+  parked_ = false;
+  return ArmDeadline();
 }
 
 bool Execution::ReadSome(Pipe& p, int max_reads) {
@@ -233,7 +306,7 @@ void Execution::OnDeadline() {
 }
 
 void Execution::Cancel() {
-  if (!finished_) StartTeardown(Stop::kCancelled);
+  if (!finished_) StartTeardown(parked_ ? Stop::kDiscarded : Stop::kCancelled);
 }
 
 sys::Result<void> Execution::Interrupt(int sig) {
@@ -269,8 +342,9 @@ void Execution::StartTeardown(Stop reason) {
     reactor_.Unwatch(deadline_->fd());
     (void)deadline_->Disarm();
   }
-  auto mode = reason == Stop::kMainExited ? contain::TeardownMode::kImmediate
-                                          : contain::TeardownMode::kGraceful;
+  auto mode = reason == Stop::kMainExited || reason == Stop::kDiscarded
+                  ? contain::TeardownMode::kImmediate
+                  : contain::TeardownMode::kGraceful;
   teardown_->Start(mode, [this](const contain::Release& release) { OnReleased(release); });
 }
 
@@ -322,7 +396,7 @@ void Execution::Finish() {
   }
   if (r.setup_error) {
     r.outcome = Outcome::kSetupFailed;
-  } else if (stop_ == Stop::kCancelled) {
+  } else if (stop_ == Stop::kCancelled || stop_ == Stop::kDiscarded) {
     r.outcome = Outcome::kCancelled;
   } else if (stop_ == Stop::kTimedOut) {
     r.outcome = Outcome::kTimedOut;

@@ -60,6 +60,28 @@ class Execution final {
                                                        contain::Grant grant,
                                                        const contain::Spec& spec,
                                                        ExecutionOptions options, Done done);
+  // A warm execution: the grant's sandbox is made and its init waits,
+  // parked, for a command (contain::LaunchRequest::park). `spec` is the
+  // one the grant was admitted for (its isolation and workspace); its argv
+  // is not run. `ready` runs once the init waits; `done` runs if the init
+  // ends while parked, or once a Cancel has torn it down. Unpark gives it
+  // its command. Needs a namespaced grant.
+  static sys::Result<std::unique_ptr<Execution>> Park(sys::Reactor& reactor, store::Store& store,
+                                                      contain::Signaller& signaller,
+                                                      contain::Grant grant,
+                                                      const contain::Spec& spec,
+                                                      std::function<void()> ready, Done done);
+  // Whether a parked execution's init is waiting for its command.
+  bool parked_ready() const { return parked_ && parked_ready_; }
+
+  // Runs `spec`'s command (argv, env, stdin, rlimits, timeout and output
+  // cap; the grant's owner becomes its owner) in a ready parked execution,
+  // as Start would have, with `options` and `done` replacing the parked
+  // ones. `options.exec_fd` and `stdin_fd` are not taken. When the command
+  // cannot be sent (the init is gone) the execution stays parked and
+  // records a setup failure at `init`: Cancel it, and `done` reports that.
+  sys::Result<void> Unpark(const contain::Spec& spec, ExecutionOptions options, Done done);
+
   ~Execution();
   Execution(const Execution&) = delete;
   Execution& operator=(const Execution&) = delete;
@@ -88,11 +110,14 @@ class Execution final {
     Capture capture;
     StreamId id;
   };
-  enum class Stop { kNone, kMainExited, kTimedOut, kCancelled };
+  // kDiscarded: a parked execution cancelled, or one whose command could
+  // not be sent (torn down at once: nothing of a caller's runs there).
+  enum class Stop { kNone, kMainExited, kTimedOut, kCancelled, kDiscarded };
 
   Execution(sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
             contain::Grant grant, const contain::Spec& spec, ExecutionOptions options, Done done);
   sys::Result<void> Begin(const contain::Spec& spec);
+  void OnParkedReadable();
   void OnReadable(Pipe& pipe);
   bool ReadSome(Pipe& pipe, int max_reads);  // false at EOF or error
   void OnMainExit();
@@ -100,6 +125,7 @@ class Execution final {
   // the command's own exit is what the init reported.
   void TakeExit(sys::ChildExit exit);
   void OnDeadline();
+  sys::Result<void> ArmDeadline();
   void StartTeardown(Stop reason);
   void OnReleased(const contain::Release& release);
   void Finish();
@@ -124,7 +150,11 @@ class Execution final {
   std::chrono::steady_clock::time_point exited_at_;
   Stop stop_ = Stop::kNone;
   bool watching_child_ = false;
+  bool watching_control_ = false;
   bool finished_ = false;
+  bool parked_ = false;        // waiting for its command (Park, until Unpark)
+  bool parked_ready_ = false;  // the parked init said it waits
+  std::function<void()> on_parked_ready_;
   RunResult result_;
 };
 

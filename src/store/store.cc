@@ -269,6 +269,14 @@ sys::Result<void> Store::SetGrantOwner(const std::string& id, const std::string&
   return s.Run();
 }
 
+sys::Result<void> Store::HandOutGrant(const std::string& id, const std::string& owner,
+                                      const json& spec) {
+  CORDON_ASSIGN_OR_RETURN(Statement s,
+                          db_.Prepare("UPDATE grants SET owner = ?2, spec = ?3 WHERE id = ?1"));
+  s.Bind(1, id).Bind(2, owner).Bind(3, sys::JsonText(spec));
+  return s.Run();
+}
+
 sys::Result<void> Store::RecordRelease(const std::string& id, const std::string& outcome,
                                        const json& release, bool released) {
   CORDON_ASSIGN_OR_RETURN(Statement s,

@@ -75,6 +75,10 @@ class Store final {
   // A warm pool's grant handed to the session that took its runtime: the
   // owner it is recorded under from then on.
   sys::Result<void> SetGrantOwner(const std::string& id, const std::string& owner);
+  // A warm run's grant handed to a run: its owner and the summary of the
+  // spec it now runs (SpecSummary), both in one write, before the command.
+  sys::Result<void> HandOutGrant(const std::string& id, const std::string& owner,
+                                 const nlohmann::json& spec);
   // `released`: death was verified and the grant moves to `released`;
   // otherwise it stays `active` with the release (naming survivors) recorded.
   sys::Result<void> RecordRelease(const std::string& id, const std::string& outcome,

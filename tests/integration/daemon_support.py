@@ -383,12 +383,26 @@ def store_files(state_dir):
     return out
 
 
+POOL_OWNERS = ("session-pool", "run-pool")
+
+
+def require_namespaces(daemon):
+    """Skips (stopping `daemon`) where it cannot make namespaces: its warm
+    pools run only where a warm sandbox sees its workspace at /workspace."""
+    import pytest
+    isolation = daemon.client().probe()["isolation"]
+    if not isolation["namespaces"]:
+        daemon.stop()
+        pytest.skip("no warm pool without namespaces: " + str(isolation["namespaces_problem"]))
+
+
 def pool_pids(state_dir, daemon_pid):
-    """The processes of the warm pool's runtimes that `daemon_pid` keeps and
-    has not handed out (its active grants owned by `session-pool`), read
-    from their cgroups. Wait for a full pool first: a refill adds to it."""
-    rows = store_query(state_dir, "SELECT cgroups FROM grants WHERE owner = 'session-pool' "
-                       "AND state = 'active' AND supervisor_pid = ?", (daemon_pid,))
+    """The processes of the warm pools' sandboxes that `daemon_pid` keeps and
+    has not handed out (its active grants owned by `session-pool` or
+    `run-pool`), read from their cgroups. Wait for full pools first: a
+    refill adds to them."""
+    rows = store_query(state_dir, "SELECT cgroups FROM grants WHERE owner IN (?, ?) "
+                       "AND state = 'active' AND supervisor_pid = ?", (*POOL_OWNERS, daemon_pid))
     pids = set()
     for (cgroups,) in rows:
         for path in json.loads(cgroups).values():

@@ -107,15 +107,20 @@ std::string Sha256(const std::string& bytes) { return *closure::Sha256Hex(bytes)
 // The warm shells `cordon serve` keeps by default (--prespawn-shells).
 constexpr size_t kPoolShells = 2;
 
-// The active grants, but for those of the warm pool that the daemon `pool_of`
-// keeps (owned by `session-pool` until a session takes one).
+// The warm sandboxes `cordon serve` keeps for runs by default (--prespawn-runs).
+constexpr size_t kPoolRuns = 2;
+
+bool PoolOwner(const std::string& owner) { return owner == "session-pool" || owner == "run-pool"; }
+
+// The active grants, but for those of the warm pools that the daemon `pool_of`
+// keeps (owned by `session-pool` or `run-pool` until a session or run takes one).
 std::vector<store::GrantRecord> ActiveGrants(const std::string& state_dir, pid_t pool_of) {
   auto store = store::Store::Open(state_dir);
   if (!store) return {};
   auto grants = store->ListGrants(false);
   if (!grants) return {};
   std::erase_if(*grants, [&](const store::GrantRecord& g) {
-    return g.owner == "session-pool" && g.supervisor.pid == pool_of;
+    return PoolOwner(g.owner) && g.supervisor.pid == pool_of;
   });
   return *grants;
 }
@@ -560,12 +565,15 @@ TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
   // Once the warm pool has refilled (nothing else starts then): the
   // session's shell and the pool's, and every runtime started is a grant.
   ASSERT_TRUE(Eventually([&] {
-    return client_.Get("/v1/health").Json().value("shells_warm", 0) == int(kPoolShells);
+    json health = client_.Get("/v1/health").Json();
+    return health.value("shells_warm", 0) == int(kPoolShells) &&
+           health.value("runs_warm", 0) == int(kPoolRuns);
   }));
   EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u + kPoolShells);
   auto store = store::Store::Open(daemon_.state_dir());
   ASSERT_TRUE(store);
   auto recorded = store->ListGrants(true).value();
+  std::erase_if(recorded, [](const auto& g) { return g.owner == "run-pool"; });
   EXPECT_EQ(recorded.size(), 1u + kPoolShells);
   EXPECT_EQ(std::count_if(recorded.begin(), recorded.end(),
                           [](const auto& g) { return g.owner == "session:once"; }),

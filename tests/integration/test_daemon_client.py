@@ -32,6 +32,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     cgroup_mounts as _cgroup_mounts,
     in_namespace as _in_namespace,
     pids_in_cgroup_tree as _pids_in_cgroup_tree,
+    POOL_OWNERS as _POOL_OWNERS,
     pool_pids as _pool_pids,
     read_proc as _read_proc,
     remove_tree as _remove_tree,
@@ -219,11 +220,11 @@ def test_the_client_installs_offline_into_a_virtualenv(tmp_path):
 
 
 def _active_grants(state_dir, daemon_pid=None):
-    """Active grants, but for the warm pool's that `daemon_pid` keeps."""
+    """Active grants, but for the warm pools' that `daemon_pid` keeps."""
     out = subprocess.run([CORDON, "grants", "--json", "--state-dir", state_dir],
                          capture_output=True, text=True, check=True)
     return [g for g in json.loads(out.stdout)
-            if g["owner"] != "session-pool" or g["supervisor"]["pid"] != daemon_pid]
+            if g["owner"] not in _POOL_OWNERS or g["supervisor"]["pid"] != daemon_pid]
 
 
 def test_a_disconnected_streaming_client_cancels_its_run(daemon, client, tmp_path):
@@ -264,7 +265,8 @@ def test_concurrent_creates_start_one_shell_and_twenty_sessions_run_in_parallel(
     assert len({s.info["grant_id"] for s in results}) == 1
     # Once the warm pool has refilled (nothing else starts then), one shell
     # is the session's and the others the pool's.
-    assert _wait_for(lambda: daemon.client().health()["shells_warm"] == 2)
+    assert _wait_for(lambda: daemon.client().health()["shells_warm"] == 2 and
+                     daemon.client().health()["runs_warm"] == 2)
     shells = [p for p in _pids_in_cgroup_tree(CGROUP_ROOT) - _pool_pids(daemon.state_dir, daemon.pid)
               if _read_proc(p, "comm") == b"bash\n"]
     assert len(shells) == 1

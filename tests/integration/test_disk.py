@@ -66,9 +66,15 @@ def base(tmp_path_factory):
     return tmp_path_factory.mktemp("disk")
 
 
+# These daemons keep no warm run sandboxes (--prespawn-runs 0): the tests
+# watch the runs' scratch directory, where the pool keeps its own
+# workspaces (test_run_pool.py checks those).
+NO_RUN_POOL = ("--prespawn-runs", "0")
+
+
 @pytest.fixture(scope="module")
 def daemon(base):
-    d = Daemon(base / "state")
+    d = Daemon(base / "state", *NO_RUN_POOL)
     yield d
     assert d.stop() == 0
     for mount in cgroup_mounts():
@@ -182,7 +188,7 @@ def test_bounds_outlive_a_daemon_killed_mid_run(base, support):
     if support["persistent"] is None or support["ephemeral"] is None:
         pytest.skip("the host cannot bound both kinds of workspace")
     state = base / "restart" / "state"
-    first = Daemon(state)
+    first = Daemon(state, *NO_RUN_POOL)
     c = first.client()
     s = c.session("kept", limits={"disk_bytes": 16 * MiB})
     s.exec("echo data > notes")
@@ -205,7 +211,7 @@ def test_bounds_outlive_a_daemon_killed_mid_run(base, support):
     finally:
         first.kill()
         t.join(timeout=30)
-    second = Daemon(state)
+    second = Daemon(state, *NO_RUN_POOL)
     try:
         assert mounts_under(scratch) == []
         assert os.listdir(scratch) == []

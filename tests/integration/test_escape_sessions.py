@@ -96,10 +96,11 @@ class Host:
     def _state(self):
         # The state directory's own files, not the store (it changes with
         # every request), the workspaces and their images (sessions come and
-        # go) nor serve.json (a daemon writes it at start, removes it at
-        # exit); the token's digest is checked with the host's files.
+        # go), the runs' scratch workspaces (the warm pool's come and go too)
+        # nor serve.json (a daemon writes it at start, removes it at exit);
+        # the token's digest is checked with the host's files.
         skip = {"cordon.db", "cordon.db-wal", "cordon.db-shm", "workspaces", "images", "ids", "runs",
-                "serve.json"}
+                "scratch", "serve.json"}
         return {k: v for k, v in listing(self.daemon.state_dir).items() if k not in skip}
 
     def check(self):

@@ -85,10 +85,12 @@ class Target:
 
 def start_cordon(state_dir, *extra, cgroup_root):
     """A daemon whose environment holds SECRET (kernels must never see it).
-    Without warm shells: these tests account for every process in the
-    tree, and the shell pool has tests of its own (test_shell_pool.py)."""
+    Without warm shells or run sandboxes: these tests account for every
+    process in the tree, and the pools have tests of their own
+    (test_shell_pool.py, test_run_pool.py)."""
     env = dict(os.environ, CORDON_TEST_SECRET=SECRET)
-    return Daemon(state_dir, "--prespawn-shells", "0", *extra, cgroup_root=cgroup_root, env=env)
+    return Daemon(state_dir, "--prespawn-shells", "0", "--prespawn-runs", "0", *extra,
+                  cgroup_root=cgroup_root, env=env)
 
 
 def stop_cordon(d):

@@ -15,6 +15,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     Daemon,
     pids_in_cgroup_tree,
     remove_cgroup_root,
+    require_namespaces,
     still_running,
     store_query,
     wait_for,
@@ -29,14 +30,6 @@ SHOW_ENV = "env | grep -v -e ^PWD= -e ^OLDPWD= -e ^SHLVL= -e ^_= | sort"
 def state_dir(tmp_path):
     yield tmp_path / "state"
     remove_cgroup_root(CGROUP_ROOT)
-
-
-def require_namespaces(d):
-    isolation = d.client().probe()["isolation"]
-    if not isolation["namespaces"]:
-        d.stop()
-        pytest.skip("no pool without namespaces (a warm shell must see /workspace): " +
-                    str(isolation["namespaces_problem"]))
 
 
 def warm(client):
