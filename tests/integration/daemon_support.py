@@ -386,6 +386,20 @@ def store_files(state_dir):
 POOL_OWNERS = ("session-pool", "run-pool")
 
 
+def assert_count_option_refused(option, tmp_path):
+    """`option` takes a count: a negative one and a word are refused at
+    start, naming the option, and no state directory is made."""
+    import pytest
+    for bad, why in (("-1", "must not be negative"), ("many", "expected a whole number")):
+        where = tmp_path / ("bad" + bad) / "state"
+        with pytest.raises(RuntimeError):
+            Daemon(where, option, bad)
+        with open(where.parent / "daemon.log") as f:
+            log = f.read()
+        assert option + ": " + why in log, log
+        assert not where.exists()
+
+
 def require_namespaces(daemon):
     """Skips (stopping `daemon`) where it cannot make namespaces: its warm
     pools run only where a warm sandbox sees its workspace at /workspace."""
