@@ -224,7 +224,7 @@ size_t Runs::warm() const {
 
 void Runs::FillPool() {
   if (stopping_ || options_.prespawn == 0 || !probe_.isolation.namespaces.available) return;
-  if (Clock::now() < pool_not_before_) return;
+  if (pool_backoff_.waiting()) return;
   while (pool_.size() < options_.prespawn) {
     if (!StartParked()) return PoolFailed();
   }
@@ -246,8 +246,7 @@ bool Runs::StartParked() {
   }
   const uint64_t key = next_parked_++;
   auto parked = run::Execution::Park(
-      reactor_, store_, signaller_, std::move(*grant), spec,
-      [this] { pool_delay_ = std::chrono::milliseconds(0); },
+      reactor_, store_, signaller_, std::move(*grant), spec, [this] { pool_backoff_.Succeeded(); },
       [this, key](run::RunResult r) { OnParkedEnded(key, r); });
   if (!parked) {  // its grant was released
     Log("error", "pool_run_failed", {{"error", parked.error().message()}});
@@ -311,12 +310,9 @@ void Runs::OnParkedEnded(uint64_t key, const run::RunResult& r) {
 }
 
 void Runs::PoolFailed() {
-  using std::chrono::milliseconds;
-  pool_delay_ = std::min<milliseconds>(
-      std::max<milliseconds>(pool_delay_ * 2, std::chrono::seconds(1)), std::chrono::minutes(1));
-  pool_not_before_ = Clock::now() + pool_delay_;
-  Log("info", "pool_backoff", {{"kind", "run"}, {"retry_in_ms", pool_delay_.count()}});
-  pool_timer_.expires_after(pool_delay_);
+  const auto delay = pool_backoff_.Failed();
+  Log("info", "pool_backoff", {{"kind", "run"}, {"retry_in_ms", delay.count()}});
+  pool_timer_.expires_after(delay);
   pool_timer_.async_wait([this, alive = std::weak_ptr<char>(alive_)](const auto& ec) {
     if (!ec && alive.lock()) FillPool();
   });

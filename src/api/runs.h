@@ -21,6 +21,7 @@
 #include "contain/signaller.h"
 #include "run/execution.h"
 #include "store/store.h"
+#include "sys/backoff.h"
 #include "sys/workers.h"
 
 namespace cordon::api {
@@ -130,8 +131,7 @@ class Runs final {
   std::function<void(bool)> drained_;
   std::map<uint64_t, Parked> pool_;
   uint64_t next_parked_ = 1;
-  std::chrono::milliseconds pool_delay_{0};
-  std::chrono::steady_clock::time_point pool_not_before_;
+  sys::Backoff pool_backoff_;
   boost::asio::steady_timer pool_timer_;  // the fill after a backoff
   // Expires with this object: what it posts to the loop checks it first.
   std::shared_ptr<char> alive_ = std::make_shared<char>();

@@ -818,7 +818,7 @@ void Sessions::FillPool() {
   if (stopping_ || !contain::Spec().isolation.enabled()) return;
   for (const std::string kind : {"shell", "python"}) {
     const size_t target = PoolTarget(kind);
-    if (Clock::now() < pool_backoff_[kind].not_before) continue;
+    if (pool_backoff_[kind].waiting()) continue;
     auto have = [&] {
       return static_cast<size_t>(std::count_if(
           pool_.begin(), pool_.end(), [&](const auto& e) { return e.second.kind == kind; }));
@@ -921,13 +921,9 @@ bool Sessions::StartWarm(const std::string& kind) {
 }
 
 void Sessions::PoolFailed(const std::string& kind) {
-  Backoff& b = pool_backoff_[kind];
-  using std::chrono::milliseconds;
-  b.delay = std::min<milliseconds>(std::max<milliseconds>(b.delay * 2, std::chrono::seconds(1)),
-                                   std::chrono::minutes(1));
-  b.not_before = Clock::now() + b.delay;
+  const auto delay = pool_backoff_[kind].Failed();
   if (observer_.log)
-    observer_.log("pool_backoff", {{"kind", kind}, {"retry_in_ms", b.delay.count()}});
+    observer_.log("pool_backoff", {{"kind", kind}, {"retry_in_ms", delay.count()}});
 }
 
 bool Sessions::TakeWarm(const std::string& kind, const std::string& id,

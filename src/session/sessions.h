@@ -39,6 +39,7 @@
 #include "session/runtime.h"
 #include "session/shell.h"
 #include "store/store.h"
+#include "sys/backoff.h"
 #include "sys/fd.h"
 
 namespace cordon::session {
@@ -248,11 +249,7 @@ class Sessions final {
   // Per kind: after a pool runtime failed to start, or ended before it was
   // ready, the next is tried only after `delay` (doubling to a minute), so
   // that a host where runtimes cannot start is not asked every tick.
-  struct Backoff {
-    std::chrono::steady_clock::time_point not_before;
-    std::chrono::milliseconds delay{0};
-  };
-  std::map<std::string, Backoff> pool_backoff_;
+  std::map<std::string, sys::Backoff> pool_backoff_;
   void PoolFailed(const std::string& kind);
   std::unique_ptr<Alarm> tick_;
   std::function<void(bool)> shutdown_;  // set while stopping, until called
