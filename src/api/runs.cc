@@ -233,7 +233,19 @@ void Runs::FillPool() {
 bool Runs::StartParked() {
   contain::Spec spec = PoolSpec();
   std::optional<contain::CapabilityStatus> disk;
-  auto scratch = MakeScratch(spec, disk);
+  std::expected<std::string, ApiError> scratch;
+  // Where a run's scratch would be a tmpfs anyway, a pooled sandbox's is a
+  // tmpfs of its own, mounted in its mount namespace: nothing on the host to
+  // make now or to remove before the run's answer.
+  if (contain::CapabilityStatus tmpfs =
+          contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
+      tmpfs.enforceable && tmpfs.mechanism == "tmpfs") {
+    spec.isolation.private_workspace = true;
+    disk = std::move(tmpfs);
+    scratch = "";
+  } else {
+    scratch = MakeScratch(spec, disk);
+  }
   if (!scratch) {
     Log("error", "pool_run_failed", {{"error", scratch.error().message}});
     return false;
@@ -241,7 +253,7 @@ bool Runs::StartParked() {
   auto grant = contain::Acquire(spec, probe_, store_, disk ? &*disk : nullptr);
   if (!grant) {
     Log("error", "pool_run_failed", {{"error", grant.error().message}});
-    ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
+    if (!scratch->empty()) ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
     return false;
   }
   const uint64_t key = next_parked_++;
@@ -250,7 +262,7 @@ bool Runs::StartParked() {
       [this, key](run::RunResult r) { OnParkedEnded(key, r); });
   if (!parked) {  // its grant was released
     Log("error", "pool_run_failed", {{"error", parked.error().message()}});
-    ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
+    if (!scratch->empty()) ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
     return false;
   }
   pool_.emplace(key, Parked{std::move(*parked), std::move(*scratch)});
@@ -266,8 +278,12 @@ std::unique_ptr<run::Execution> Runs::TakeParked(contain::Spec& spec, Active& ru
   for (const auto& [name, value] : spec.env) command.env.push_back(name + "=" + value);
   if (!contain::FitsParked(command)) return nullptr;
   contain::Spec taken = spec;
-  taken.workspace = it->second.scratch;
-  taken.isolation.workspace_made = true;
+  if (it->second.scratch.empty()) {
+    taken.isolation.private_workspace = true;
+  } else {
+    taken.workspace = it->second.scratch;
+    taken.isolation.workspace_made = true;
+  }
   // The grant is the run's, in the store, before its command exists.
   const std::string& grant_id = it->second.execution->grant_id();
   if (auto handed = store_.HandOutGrant(grant_id, taken.owner, contain::SpecSummary(taken));
@@ -295,16 +311,20 @@ void Runs::OnParkedEnded(uint64_t key, const run::RunResult& r) {
          {"setup_error", r.setup_error ? r.setup_error->detail : ""}});
     PoolFailed();
   }
-  // Its workspace goes on a worker; the entry (whose Execution is on the
-  // stack now) once that is done.
-  workers_.Post([this, key, scratch = it->second.scratch, alive = std::weak_ptr<char>(alive_)] {
+  // Its workspace goes on a worker (a private one went with its sandbox);
+  // the entry (whose Execution is on the stack now) once that is done.
+  auto erase = [this, key, alive = std::weak_ptr<char>(alive_)] {
+    if (!alive.lock()) return;
+    pool_.erase(key);
+    if (!stopping_) FillPool();
+    MaybeDrained();
+  };
+  if (it->second.scratch.empty()) return boost::asio::post(reactor_.io(), erase);
+  workers_.Post([io = &reactor_.io(), erase, scratch = it->second.scratch] {
     auto removed = contain::RemoveBoundWorkspace(scratch);
-    boost::asio::post(reactor_.io(), [this, key, alive, scratch, removed = std::move(removed)] {
-      if (!alive.lock()) return;
-      ReportScratch(scratch, removed);
-      pool_.erase(key);
-      if (!stopping_) FillPool();
-      MaybeDrained();
+    boost::asio::post(*io, [erase, scratch, removed = std::move(removed)] {
+      ReportScratch(scratch, removed);  // a no-op unless it failed
+      erase();
     });
   });
 }

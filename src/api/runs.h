@@ -104,7 +104,7 @@ class Runs final {
   // waits for a command in a scratch workspace of its own.
   struct Parked {
     std::unique_ptr<run::Execution> execution;
-    std::string scratch;
+    std::string scratch;  // "": its workspace is private (contain::IsolationSpec)
   };
   bool MatchesPool(const contain::Spec& spec) const;
   // The spec a pool sandbox is admitted with: the defaults and the bounds.

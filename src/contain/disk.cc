@@ -257,10 +257,8 @@ sys::Result<void> BoundByQuota(int fd, const std::string& dir, const DiskLimits&
 
 sys::Result<void> MountTmpfs(const std::string& dir, const struct stat& owner,
                              const DiskLimits& limits) {
-  std::string options =
-      "mode=0700,uid=" + std::to_string(owner.st_uid) + ",gid=" + std::to_string(owner.st_gid);
-  if (limits.bytes) options += ",size=" + std::to_string(*limits.bytes);
-  if (limits.inodes) options += ",nr_inodes=" + std::to_string(*limits.inodes);
+  const std::string options = "mode=0700,uid=" + std::to_string(owner.st_uid) +
+                              ",gid=" + std::to_string(owner.st_gid) + TmpfsLimitOptions(limits);
   if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
     return sys::FailErrno("mount(\"tmpfs\", \"" + dir + "\", \"" + options + "\")");
   }
@@ -636,6 +634,13 @@ DiskSupport ProbeDisk(const std::string& state_dir) {
     s.loop_problem = l.error().message();
   }
   return s;
+}
+
+std::string TmpfsLimitOptions(const DiskLimits& limits) {
+  std::string options;
+  if (limits.bytes) options += ",size=" + std::to_string(*limits.bytes);
+  if (limits.inodes) options += ",nr_inodes=" + std::to_string(*limits.inodes);
+  return options;
 }
 
 CapabilityStatus DiskStatus(const DiskSupport& support, WorkspaceKind kind) {

@@ -54,6 +54,10 @@ struct DiskSupport {
 // quota set and cleared on a scratch directory.
 DiskSupport ProbeDisk(const std::string& state_dir);
 
+// The mount options that bound a tmpfs workspace: ",size=N,nr_inodes=M",
+// each where it is set.
+std::string TmpfsLimitOptions(const DiskLimits& limits);
+
 // What a workspace of `kind` gets here: enforced with its mechanism, or not
 // enforceable with the reason and the fix.
 CapabilityStatus DiskStatus(const DiskSupport& support, WorkspaceKind kind);

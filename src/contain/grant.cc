@@ -158,7 +158,8 @@ json SpecSummary(const Spec& spec) {
   s["isolation"] = {{"level", IsolationName(iso.level)},
                     {"network", NetworkName(iso.network)},
                     {"binds", binds},
-                    {"tmp_size_bytes", iso.tmp_size_bytes}};
+                    {"tmp_size_bytes", iso.tmp_size_bytes},
+                    {"private_workspace", iso.private_workspace}};
   return s;
 }
 

@@ -428,7 +428,9 @@ sys::Result<MountPlan> MountPlan::Build(const MountRequest& r) {
   plan.EnsureDir("/dev/shm", 01777);
 
   plan.EnsureDir(kSandboxWorkspace);
-  if (r.workspace_tree >= 0) {
+  if (!r.workspace_tmpfs.empty()) {
+    plan.Add(MountStep::Op::kTmpfs, r.workspace_tmpfs, kSandboxWorkspace, MS_NOSUID | MS_NODEV);
+  } else if (r.workspace_tree >= 0) {
     // Its attributes were set with its idmapping (or it is a plain copy).
     plan.Add(MountStep::Op::kAttach, r.workspace, kSandboxWorkspace, 0,
              HasMountSetattr() ? 0 : kWritable, 0, r.workspace_tree);

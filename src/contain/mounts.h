@@ -68,6 +68,9 @@ struct MountRequest {
   std::string workspace;    // host path, shown at /workspace
   int workspace_tree = -1;  // a detached (idmapped) copy of it, or -1: the plan opens one
   int64_t tmp_size_bytes = 0;
+  // Set: /workspace is a new tmpfs with these options (a private workspace),
+  // and `workspace` is not shown.
+  std::string workspace_tmpfs;
 };
 
 class MountPlan final {

@@ -1,10 +1,14 @@
 #include "contain/mounts.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+
+#include "contain/disk.h"
 
 namespace cordon::contain {
 namespace {
@@ -14,6 +18,31 @@ bool Has(const MountPlan& plan, MountStep::Op op, const std::string& target) {
     if (plan.steps()[i].op == op && plan.steps()[i].target == target) return true;
   }
   return false;
+}
+
+// A private workspace is a tmpfs of the sandbox's own, with the bounds it
+// was given, and nothing of the host's is shown at /workspace.
+TEST(MountPlanTest, APrivateWorkspaceIsATmpfsOfItsOwn) {
+  MountRequest r;
+  r.system_dirs = {"/usr"};
+  r.workspace = "/tmp";
+  r.tmp_size_bytes = 1 << 20;
+  r.workspace_tmpfs = "mode=0700" + TmpfsLimitOptions(DiskLimits{4 << 20, 64});
+  auto built = MountPlan::Build(r);
+  ASSERT_TRUE(built) << built.error().message();
+  EXPECT_FALSE(Has(*built, MountStep::Op::kAttach, "/workspace"));
+  EXPECT_FALSE(Has(*built, MountStep::Op::kBind, "/workspace"));
+  int found = 0;
+  for (size_t i = 0; i < built->size(); ++i) {
+    const MountStep& s = built->steps()[i];
+    if (s.op != MountStep::Op::kTmpfs || s.target != std::string("/workspace")) continue;
+    ++found;
+    EXPECT_EQ(std::string(s.source), "mode=0700,size=4194304,nr_inodes=64");
+    EXPECT_EQ(s.flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV));
+  }
+  EXPECT_EQ(found, 1);
+  EXPECT_NE(std::find(built->writable().begin(), built->writable().end(), "/workspace"),
+            built->writable().end());
 }
 
 TEST(MountPlanTest, SystemDirsSecretsAndTheSandboxsOwnParts) {

@@ -85,6 +85,9 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
   s.lease_fd_ = r.lease_fd;
   bool tcp_refused = false;
 
+  if (spec.private_workspace && !r.namespaces) {
+    return sys::Fail("a private workspace needs a mount namespace of the sandbox's own");
+  }
   if (r.namespaces) {
     s.clone_flags_ = SandboxCloneFlags();
     s.new_network_ = spec.network == Network::kNone;
@@ -99,7 +102,10 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
     // to the caller's own id, so the caller's directory is root's inside.
     struct stat st {};
     bool privileged_ids = r.outside_uid != ::getuid();
-    if (privileged_ids && ::stat(r.workspace.c_str(), &st) == 0) {
+    if (spec.private_workspace) {
+      // Mounted by the sandbox's root inside, so it is that root's.
+      m.workspace_tmpfs = "mode=0700" + TmpfsLimitOptions(r.private_workspace_limits);
+    } else if (privileged_ids && ::stat(r.workspace.c_str(), &st) == 0) {
       auto tree = DetachedTree(r.workspace);
       if (!tree && tree.error().errno_value() != EPERM && tree.error().errno_value() != ENOSYS) {
         return std::unexpected(tree.error().Context("the workspace"));

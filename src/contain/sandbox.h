@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "contain/disk.h"
 #include "contain/landlock.h"
 #include "contain/mounts.h"
 #include "contain/seccomp.h"
@@ -33,6 +34,8 @@ struct SandboxRequest {
   uint32_t outside_gid = 0;
   int lease_fd = -1;  // held by the sandbox's init
   int exec_fd = -1;   // a verified file to execute, allowed by Landlock
+  // spec->private_workspace: the bounds of its tmpfs.
+  DiskLimits private_workspace_limits;
 };
 
 class Sandbox final {

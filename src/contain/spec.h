@@ -85,6 +85,12 @@ struct IsolationSpec {
   // caller's directory: where it cannot be idmapped, it is chowned to the
   // sandbox's outside id so that the sandbox can use it. Not an API field.
   bool workspace_made = false;
+  // The workspace is a tmpfs of the sandbox's own, bounded by the disk
+  // limits, mounted in its mount namespace and gone with it: nothing on the
+  // host is made before or removed after (a daemon's warm run, where a run's
+  // scratch would be a tmpfs anyway). Needs namespaces; `Spec::workspace`
+  // stays unset. Not an API field.
+  bool private_workspace = false;
 
   bool enabled() const { return level != Isolation::kNone; }
 };

@@ -120,6 +120,7 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
     std::error_code ec;
     contain::SandboxRequest sr;
     sr.spec = &spec.isolation;
+    sr.private_workspace_limits = {spec.limits.disk_bytes, spec.limits.disk_inodes};
     sr.workspace =
         spec.workspace ? spec.workspace->string() : std::filesystem::current_path(ec).string();
     sr.namespaces = g.namespaces;

@@ -57,6 +57,12 @@ def grant_row(state_dir, grant_id):
     return rows[0] if rows else None
 
 
+def private_workspaces(client):
+    """Whether pooled sandboxes get a tmpfs of their own for a workspace:
+    where a run's scratch would be a tmpfs anyway (no project quota)."""
+    return client.probe()["disk"]["ephemeral"] == "tmpfs"
+
+
 def scratch_entries(state_dir):
     scratch = os.path.join(state_dir, "scratch")
     return set(os.listdir(scratch)) if os.path.isdir(scratch) else set()
@@ -77,7 +83,12 @@ def test_a_run_that_declares_nothing_starts_in_a_warm_sandbox_by_default(state_d
             assert still_running((pid, ticks)), grant_id
             with open(os.path.join(cgroups["v2"], "cgroup.procs")) as f:
                 assert f.read().split() == [str(pid)], grant_id
-        assert len(scratch_entries(state_dir)) == 2
+        private = private_workspaces(c)
+        # A private workspace is mounted in its sandbox's mount namespace
+        # only: the host has no directory or mount of it.
+        assert len(scratch_entries(state_dir)) == (0 if private else 2)
+        if private:
+            assert mounts_beneath(os.path.join(state_dir, "scratch")) == []
 
         r = c.run(shell="echo \"$A\" $0; cat; " + SELF + "; echo made > here; exit 3",
                   env={"A": "declared"}, stdin="from stdin\n")
@@ -100,8 +111,20 @@ def test_a_run_that_declares_nothing_starts_in_a_warm_sandbox_by_default(state_d
         spec = json.loads(spec)
         assert "exit 3" in spec["shell"] and "argv" not in spec, spec
         assert spec["env_names"] == ["A"] and spec["stdin_bytes"] == len("from stdin\n"), spec
-        # Its workspace went with it, before the answer.
-        assert not os.path.exists(spec["workspace"]), spec["workspace"]
+        if private:
+            assert spec["workspace"] is None and spec["isolation"]["private_workspace"] is True
+            # Its own tmpfs, bounded as a run's scratch is (the default disk
+            # bound), writable by the command, and not the host's.
+            ws = c.run(shell="grep ' /workspace ' /proc/self/mountinfo; touch f && echo ok")
+            assert ws["warm"] is True, ws
+            assert ws["grant"]["mechanisms"]["disk"] == "tmpfs", ws["grant"]
+            info, ok = ws["stdout"].split("\n")[:2]
+            assert " / /workspace " in info and " - tmpfs tmpfs " in info, info
+            assert f"size={10 << 30 >> 10}k" in info and "nr_inodes=1048576" in info, info
+            assert "idmapped" not in info and ok == "ok", ws["stdout"]
+        else:
+            # Its workspace went with it, before the answer.
+            assert not os.path.exists(spec["workspace"]), spec["workspace"]
 
         # What a cold run of the same sandbox shows (a declared limit makes
         # it cold) is what a warm run shows.
@@ -180,7 +203,7 @@ def test_a_crash_leaves_no_pool_sandbox_running_and_the_next_daemon_makes_its_ow
         wait_for(lambda: warm(c) == 1, within=30)
         before = pool_grants(state_dir, d.pid)
         old_scratch = scratch_entries(state_dir)
-        assert len(before) == 1 and len(old_scratch) == 1
+        assert len(before) == 1 and len(old_scratch) == (0 if private_workspaces(c) else 1)
     except BaseException:
         d.stop()  # nothing of a failed test's daemon is left running
         raise
