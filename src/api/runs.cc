@@ -233,50 +233,43 @@ void Runs::FillPool() {
 bool Runs::StartParked() {
   contain::Spec spec = PoolSpec();
   std::optional<contain::CapabilityStatus> disk;
-  std::expected<std::string, ApiError> scratch;
-  // Where a run's scratch would be a tmpfs anyway, a pooled sandbox's is a
-  // tmpfs of its own, mounted in its mount namespace: nothing on the host to
-  // make now or to remove before the run's answer.
-  if (contain::CapabilityStatus tmpfs =
-          contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
-      tmpfs.enforceable && tmpfs.mechanism == "tmpfs") {
+  std::string scratch;  // stays "" for a private workspace
+  // Where a run's scratch would be a bounded tmpfs anyway, a pooled
+  // sandbox's is a tmpfs of its own with the same bounds, mounted in its
+  // mount namespace (its setup fails if the kernel refuses them): nothing
+  // on the host to make now or to remove before the run's answer.
+  contain::CapabilityStatus tmpfs =
+      contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
+  if (tmpfs.enforceable && tmpfs.mechanism == "tmpfs" &&
+      (spec.limits.disk_bytes || spec.limits.disk_inodes)) {
     spec.isolation.private_workspace = true;
     disk = std::move(tmpfs);
-    scratch = "";
+  } else if (auto made = MakeScratch(spec, disk); made) {
+    scratch = std::move(*made);
   } else {
-    scratch = MakeScratch(spec, disk);
-  }
-  if (!scratch) {
-    Log("error", "pool_run_failed", {{"error", scratch.error().message}});
+    Log("error", "pool_run_failed", {{"error", made.error().message}});
     return false;
   }
+  auto failed = [&](const std::string& why) {
+    Log("error", "pool_run_failed", {{"error", why}});
+    if (!scratch.empty()) ReportScratch(scratch, contain::RemoveBoundWorkspace(scratch));
+    return false;
+  };
   auto grant = contain::Acquire(spec, probe_, store_, disk ? &*disk : nullptr);
-  if (!grant) {
-    Log("error", "pool_run_failed", {{"error", grant.error().message}});
-    if (!scratch->empty()) ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
-    return false;
-  }
+  if (!grant) return failed(grant.error().message);
   const uint64_t key = next_parked_++;
   auto parked = run::Execution::Park(
       reactor_, store_, signaller_, std::move(*grant), spec, [this] { pool_backoff_.Succeeded(); },
       [this, key](run::RunResult r) { OnParkedEnded(key, r); });
-  if (!parked) {  // its grant was released
-    Log("error", "pool_run_failed", {{"error", parked.error().message()}});
-    if (!scratch->empty()) ReportScratch(*scratch, contain::RemoveBoundWorkspace(*scratch));
-    return false;
-  }
-  pool_.emplace(key, Parked{std::move(*parked), std::move(*scratch)});
+  if (!parked) return failed(parked.error().message());  // its grant was released
+  pool_.emplace(key, Parked{std::move(*parked), std::move(scratch)});
   return true;
 }
 
 std::unique_ptr<run::Execution> Runs::TakeParked(contain::Spec& spec, Active& run) {
   auto it = std::find_if(pool_.begin(), pool_.end(),
                          [](const auto& e) { return e.second.execution->parked_ready(); });
-  if (it == pool_.end()) return nullptr;
-  contain::LaunchRequest command;
-  command.argv = spec.Command();
-  for (const auto& [name, value] : spec.env) command.env.push_back(name + "=" + value);
-  if (!contain::FitsParked(command)) return nullptr;
+  if (it == pool_.end() || !run::Execution::FitsParked(spec)) return nullptr;
   contain::Spec taken = spec;
   if (it->second.scratch.empty()) {
     taken.isolation.private_workspace = true;

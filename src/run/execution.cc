@@ -40,7 +40,20 @@ int64_t Ms(std::chrono::steady_clock::duration d) {
 
 int64_t TimevalMs(const struct timeval& tv) { return tv.tv_sec * 1000 + tv.tv_usec / 1000; }
 
+// The command `spec` runs: its argv and its exact environment (its stdin
+// is the caller's to add: a size check need not copy it).
+contain::LaunchRequest CommandOf(const contain::Spec& spec) {
+  contain::LaunchRequest command;
+  command.argv = spec.Command();
+  for (const auto& [name, value] : spec.env) command.env.push_back(name + "=" + value);
+  return command;
+}
+
 }  // namespace
+
+bool Execution::FitsParked(const contain::Spec& spec) {
+  return contain::FitsParked(CommandOf(spec));
+}
 
 sys::Result<std::unique_ptr<Execution>> Execution::Start(sys::Reactor& reactor, store::Store& store,
                                                          contain::Signaller& signaller,
@@ -95,9 +108,7 @@ Execution::~Execution() {
 }
 
 sys::Result<void> Execution::Begin(const contain::Spec& spec) {
-  contain::LaunchRequest request;
-  request.argv = spec.Command();
-  for (const auto& [name, value] : spec.env) request.env.push_back(name + "=" + value);
+  contain::LaunchRequest request = CommandOf(spec);
   if (spec.workspace) request.workspace = spec.workspace->string();
   request.stdin_bytes = spec.stdin_bytes;
   request.stdin_fd = options_.stdin_fd;
@@ -231,9 +242,7 @@ sys::Result<void> Execution::Unpark(const contain::Spec& spec, ExecutionOptions 
     teardown_ = std::move(*teardown);
   }
 
-  contain::LaunchRequest command;
-  command.argv = spec.Command();
-  for (const auto& [name, value] : spec.env) command.env.push_back(name + "=" + value);
+  contain::LaunchRequest command = CommandOf(spec);
   command.stdin_bytes = spec.stdin_bytes;
   command.rlimits = Rlimits(spec, grant_);
   auto sent = contain::SendCommand(child_, command);

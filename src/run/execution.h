@@ -71,6 +71,9 @@ class Execution final {
                                                       contain::Grant grant,
                                                       const contain::Spec& spec,
                                                       std::function<void()> ready, Done done);
+  // Whether `spec`'s command fits the message a parked init takes
+  // (contain::FitsParked); one that does not is launched cold.
+  static bool FitsParked(const contain::Spec& spec);
   // Whether a parked execution's init is waiting for its command.
   bool parked_ready() const { return parked_ && parked_ready_; }
 

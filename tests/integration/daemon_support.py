@@ -428,6 +428,12 @@ def pool_pids(state_dir, daemon_pid):
     return pids
 
 
+def grant_row(state_dir, grant_id, columns="owner, state, spec, release"):
+    """One grant's `columns` from the store, or None when there is no such grant."""
+    rows = store_query(state_dir, f"SELECT {columns} FROM grants WHERE id = ?", (grant_id,))
+    return rows[0] if rows else None
+
+
 def store_query(state_dir, sql, params=()):
     """Rows of a read-only query on the store (the daemon may be running)."""
     import sqlite3

@@ -12,9 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients"
 from cordon_client import NotFoundError  # noqa: E402
 
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
-    CGROUP_ROOT,
     Daemon,
-    remove_cgroup_root,
     store_query,
     wait_for,
 )
@@ -29,12 +27,6 @@ def grant_ids(state_dir):
 def session_state(state_dir, sid):
     rows = store_query(state_dir, "SELECT state FROM sessions WHERE id = ?", (sid,))
     return rows[0][0] if rows else None
-
-
-@pytest.fixture
-def state_dir(tmp_path):
-    yield tmp_path / "state"
-    remove_cgroup_root(CGROUP_ROOT)
 
 
 def test_ended_records_are_forgotten_and_live_ones_kept(state_dir):

@@ -9,8 +9,6 @@ import os
 import sys
 import threading
 
-import pytest
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
@@ -18,10 +16,10 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     Daemon,
     mounts_beneath,
     pids_in_cgroup_tree,
-    remove_cgroup_root,
     require_namespaces,
     assert_count_option_refused,
     still_running,
+    grant_row,
     store_query,
     wait_for,
 )
@@ -31,12 +29,6 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
 SELF = ("grep -E '^(Seccomp|NoNewPrivs|CapEff|CapBnd):' /proc/self/status; hostname; "
         "id -u; wc -l < /proc/self/uid_map; pwd; ls -A; tr -d '\\0' < /proc/1/cmdline; echo; "
         "echo $$; sed -n '3,$p' /proc/net/dev | cut -d: -f1 | tr -d ' '")
-
-
-@pytest.fixture
-def state_dir(tmp_path):
-    yield tmp_path / "state"
-    remove_cgroup_root(CGROUP_ROOT)
 
 
 def warm(client):
@@ -49,12 +41,6 @@ def pool_grants(state_dir, daemon_pid):
                        "owner = 'run-pool' AND state = 'active' AND supervisor_pid = ?",
                        (daemon_pid,))
     return {row[0]: (row[1], row[2], json.loads(row[3])) for row in rows}
-
-
-def grant_row(state_dir, grant_id):
-    rows = store_query(state_dir, "SELECT owner, state, spec, release FROM grants WHERE id = ?",
-                       (grant_id,))
-    return rows[0] if rows else None
 
 
 def private_workspaces(client):

@@ -6,41 +6,29 @@ ever handed to two sessions; a crash leaves nothing of the pool running."""
 import os
 import sys
 
-import pytest
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
     pids_in_cgroup_tree,
-    remove_cgroup_root,
     require_namespaces,
     assert_count_option_refused,
     still_running,
+    grant_row,
     store_query,
     wait_for,
 )
 
 ENV = ("HOME=/workspace\nLANG=C.UTF-8\n"
        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nTERM=dumb\n")
+# A pool shell's grant, as the tests read it.
+SHELL_GRANT = "owner, state, pid, start_ticks, release"
 SHOW_ENV = "env | grep -v -e ^PWD= -e ^OLDPWD= -e ^SHLVL= -e ^_= | sort"
-
-
-@pytest.fixture
-def state_dir(tmp_path):
-    yield tmp_path / "state"
-    remove_cgroup_root(CGROUP_ROOT)
 
 
 def warm(client):
     return client.health()["shells_warm"]
-
-
-def grant_row(state_dir, grant_id):
-    rows = store_query(state_dir, "SELECT owner, state, pid, start_ticks, release FROM grants "
-                       "WHERE id = ?", (grant_id,))
-    return rows[0] if rows else None
 
 
 def pool_grants(state_dir):
@@ -106,9 +94,9 @@ def test_a_shell_session_that_declares_nothing_gets_a_warm_shell_by_default(stat
         wait_for(lambda: warm(c) == 2, within=30)
 
         # Closing a warm session tears its tree down, verified, as for any other.
-        main = grant_row(state_dir, info["grant_id"])
+        main = grant_row(state_dir, info["grant_id"], SHELL_GRANT)
         hot.close()
-        after = grant_row(state_dir, info["grant_id"])
+        after = grant_row(state_dir, info["grant_id"], SHELL_GRANT)
         assert after[1] == "released", after
         assert '"dead":true' in after[4].replace(" ", ""), after
         assert not still_running((main[2], main[3]))
