@@ -23,6 +23,8 @@
 #   cordon.build=DIR      the binaries (hosts.py's snapshot of build/)
 #   cordon.python=0       the smoke skips its python session (time budget)
 #   cordon.suites=a,b     full mode: only these suites (suites.py)
+#   cordon.suite_timeout=N  full mode: seconds per suite
+#   cordon.tests=DIR      full mode: the build tree whose test binaries run
 self=$0
 
 arg() {
@@ -71,7 +73,9 @@ userns=$(arg userns 1)
 python=$(arg python 1)
 bindir=$(arg build "$repo/build")
 suites=$(arg suites all)
+suite_timeout=$(arg suite_timeout 2400)
 repo=$(arg repo /work/main)
+tests=$(arg tests "$repo/build")
 results=/results
 here=$repo/tests/hosts
 
@@ -179,7 +183,7 @@ if [ "$mode" = cmd ]; then
 elif [ "$mode" = full ]; then
   [ "$suites" != all ] && export HOSTS_SUITES="$(echo "$suites" | tr , ' ')"
   $as_user /usr/bin/python3 "$here/suites.py" --repo "$repo" --build "$bindir" --out "$results" --cell "$cell" \
-    >"$results/suites.log" 2>&1
+    --timeout "$suite_timeout" --tests "$tests" >"$results/suites.log" 2>&1
   rc=$?
   tail -n 40 "$results/suites.log"
 else

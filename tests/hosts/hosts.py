@@ -12,6 +12,7 @@ serial console (build/hosts/results/CELL/console.log).
   hosts.py full [CELL...]    the portable suites (make test-hosts)
   hosts.py list
   hosts.py markdown          the last smoke's matrix as a Markdown table
+  hosts.py markdown full     the portable suites' results per cell, as a table
 
 A cell whose kernel cannot be had (fetch-kernel.sh) is SKIPPED with the
 reason, never passed; so is a container cell whose podman, crun or root
@@ -20,10 +21,16 @@ background here and, by make test, before ctest; the cells wait for it).
 A cell that does not finish within its timeout is TIMEOUT (its VM
 killed), and fails. Exit 0 when no cell failed.
 Environment: HOSTS_JOBS (VMs at once, default 2), HOSTS_SMP (vCPUs per VM,
-default 1), HOSTS_TIMEOUT (seconds per cell; default 240 smoke, 1800 full),
+default 1), HOSTS_TIMEOUT (seconds per cell; default 240 smoke, 7200 full),
 HOSTS_CELLS (a space-separated list instead of the arguments), HOSTS_SUITES
-(full: only these of suites.py's suites), HOSTS_PYTHON=all (the smoke's
+(full: only these of suites.py's suites), HOSTS_SUITE_TIMEOUT (full:
+seconds per suite in a cell, default 2400), HOSTS_PYTHON=all (the smoke's
 python session in every cell).
+
+`full` keeps what earlier runs found for the cells it did not run
+(build/hosts/results/full.json, each cell with the commit it ran), since
+the whole matrix takes longer under TCG than one sitting: cells can be run
+a few at a time and the table still covers every cell.
 """
 import json
 import os
@@ -100,15 +107,28 @@ CELLS = [
     # Deployment runs it: 30-50 s, so in make test-hosts only.
     dict(name="container-image", short="ctr-image", kind="container", container="image", only="full"),
 ]
+# How long one portable suite may take in a cell (suites.py --timeout):
+# under TCG the escape suite alone takes ~20 minutes.
+SUITE_TIMEOUT = int(os.environ.get("HOSTS_SUITE_TIMEOUT", "2400"))
 # How long a container cell waits for its preparation beyond the cell's
 # own timeout (run.sh's CONTAINER_PREPARE_WAIT): ~4 minutes from nothing.
 CONTAINER_PREPARE_WAIT = 900
+
+
+def commit():
+    """The tree the cells run: HEAD, and "+changes" when it differs."""
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("+changes" if dirty else "")
 
 
 def log(msg):
     print(f"[hosts {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+COMMIT = "unknown"  # commit(), once per run
 fetch_locks = {s: threading.Lock() for s in ("bullseye", "bookworm", "trixie")}
 fetched = {}
 
@@ -166,6 +186,7 @@ def run_vm(c, mode, out, timeout):
         f"cordon.state={c['state']}", f"cordon.userns={c.get('userns', '1')}",
         f"cordon.python={1 if python_here(c, mode) else 0}",
         f"cordon.suites={','.join(os.environ.get('HOSTS_SUITES', '').split()) or 'all'}",
+        f"cordon.suite_timeout={SUITE_TIMEOUT}", f"cordon.tests={BUILD}",
     ])
     argv = ["qemu-system-x86_64", "-accel", "tcg,thread=multi" if smp != "1" else "tcg",
             "-m", "2048", "-smp", smp, "-nographic", "-monitor", "none", "-no-reboot",
@@ -201,7 +222,7 @@ def run_direct(mode, out, timeout):
     try:
         if mode == "full":
             argv = [sys.executable, os.path.join(HERE, "suites.py"), "--repo", REPO, "--build", BIN,
-                    "--out", out, "--cell", "host"]
+                    "--out", out, "--cell", "host", "--timeout", str(SUITE_TIMEOUT), "--tests", BUILD]
         else:
             argv = [sys.executable, os.path.join(HERE, "smoke.py"), "--repo", REPO, "--build", BIN,
                     "--state-dir", state, "--out", out, "--cell", "host"]
@@ -305,7 +326,8 @@ def run_cell(c, mode, timeout):
     else:
         status, detail, info = run_vm(c, mode, out, timeout)
     info.update(cell=c["name"], short=c.get("short", c["name"]), status=status, detail=detail,
-                seconds=round(time.monotonic() - t, 1),
+                seconds=round(time.monotonic() - t, 1), commit=COMMIT,
+                finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 result=read_json(os.path.join(out, "smoke.json" if mode == "smoke" else "suites.json")))
     with open(os.path.join(out, "cell.json"), "w") as f:
         json.dump(info, f, indent=1)
@@ -348,6 +370,43 @@ def table(mode, done):
                     cells.append("-" if x is None
                                  else ("X" if not x["agree"] else ("y" if x["claimed"] else "n")))
                 print(f"{cap:<15} " + " ".join(f"{v:>13}" for v in cells))
+
+
+def markdown_full():
+    """The portable suites per cell as a Markdown table (for
+    docs/hosts.md): passed/failed/skipped per suite, the cell's verdict,
+    its time and the commit it ran."""
+    data = read_json(os.path.join(RESULTS, "full.json"))
+    if not data:
+        print("hosts.py: no build/hosts/results/full.json: run `hosts.py full` first", file=sys.stderr)
+        return 2
+    cells = data["cells"]
+    suites = []
+    for i in cells:
+        for x in (i.get("result") or {}).get("suites", []):
+            if x["suite"] not in suites:
+                suites.append(x["suite"])
+    print("| suite | " + " | ".join(i.get("short", i["cell"]) for i in cells) + " |")
+    print("|---|" + "---|" * len(cells))
+    for name in suites:
+        row = []
+        for i in cells:
+            x = next((x for x in (i.get("result") or {}).get("suites", []) if x["suite"] == name), None)
+            if x is None:
+                row.append("")
+                continue
+            n = x.get("counts", {})
+            text = f"{n.get('passed', 0)} ok"
+            if n.get("skipped"):
+                text += f", {n['skipped']} skipped"
+            if not x["passed"]:
+                text = f"**{n.get('failed', 0)} failed** ({text}; rc {x['rc']})"
+            row.append(text)
+        print(f"| {name} | " + " | ".join(row) + " |")
+    print("| *cell time (s)* | " + " | ".join(f"{i['seconds']:.0f}" for i in cells) + " |")
+    print("| *commit* | " + " | ".join(f"`{i.get('commit', '?')}`" for i in cells) + " |")
+    print("| *verdict* | " + " | ".join(i["status"] for i in cells) + " |")
+    return 0
 
 
 def markdown():
@@ -403,7 +462,7 @@ def main():
             print(c["name"])
         return 0
     if mode == "markdown":
-        return markdown()
+        return markdown_full() if argv[1:] == ["full"] else markdown()
     if mode not in ("smoke", "full"):
         print(__doc__, file=sys.stderr)
         return 2
@@ -418,9 +477,11 @@ def main():
             print(f"hosts.py: {tool} is missing (make test-hosts installs qemu-system-x86, busybox-static,"
                   " curl)", file=sys.stderr)
             return 2
-    timeout = int(os.environ.get("HOSTS_TIMEOUT", "240" if mode == "smoke" else "1800"))
+    timeout = int(os.environ.get("HOSTS_TIMEOUT", "240" if mode == "smoke" else "7200"))
     jobs = int(os.environ.get("HOSTS_JOBS", "2"))
     os.makedirs(RESULTS, exist_ok=True)
+    global COMMIT
+    COMMIT = commit()
     t0 = time.monotonic()
     if any(c.get("kind") == "container" for c in cells):
         start_container_preparation()
@@ -465,8 +526,14 @@ def main():
     ordered = [done[c["name"]] for c in cells]
     total = time.monotonic() - t0
     table(mode, ordered)
+    kept = []
+    if mode == "full":  # the cells this run did not run, as earlier runs found them
+        earlier = read_json(os.path.join(RESULTS, "full.json")) or {}
+        kept = [i for i in earlier.get("cells", []) if i.get("cell") not in done]
+    order = {c["name"]: n for n, c in enumerate(CELLS)}
+    everything = sorted(ordered + kept, key=lambda i: order.get(i.get("cell"), len(order)))
     with open(os.path.join(RESULTS, f"{mode}.json"), "w") as f:
-        json.dump({"mode": mode, "seconds": round(total, 1), "cells": ordered}, f, indent=1)
+        json.dump({"mode": mode, "seconds": round(total, 1), "cells": everything}, f, indent=1)
     failed = [i["cell"] for i in ordered if i["status"] not in ("PASSED", "SKIPPED")]
     skipped = [i["cell"] for i in ordered if i["status"] == "SKIPPED"]
     print(f"\n{len(ordered) - len(failed) - len(skipped)} passed, {len(failed)} failed"
