@@ -191,7 +191,8 @@ CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool
                         : no_ns) +
               (iso.seccomp ? "; seccomp refuses IP sockets, but the host's Unix sockets stay "
                              "reachable"
-                           : ""),
+                           : "") +
+              (iso.landlock_abi >= 6 ? " (Landlock keeps abstract ones out)" : ""),
           ns_fix);
     case Capability::kProcessView:
       if (ns.available) return Enforced(c, "pid_namespace");

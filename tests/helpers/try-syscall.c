@@ -1,5 +1,6 @@
 /* try-syscall: tries the system calls its arguments name, one each, and
- * prints "NAME ERRNO" for every one (0: the call succeeded); the exit
+ * prints "NAME ERRNO" for every one (0: the call succeeded; -1: an i386
+ * call that faulted, see NO_ABI); the exit
  * status is the errno of the last. The pattern is bubblewrap's and
  * flatpak's tests/try-syscall.c, written anew for cordon's escape suite.
  *
@@ -28,6 +29,7 @@
 #include <linux/userfaultfd.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,15 +70,34 @@ static int Sock(long fd) {
   return 0;
 }
 
+/* The value Int80 reports when int 0x80 is no system call gate at all: a
+ * kernel without IA32 emulation (CONFIG_IA32_EMULATION off, or
+ * ia32_emulation=false on 6.7 and later) answers it with a general
+ * protection fault, SIGSEGV, before seccomp sees anything. Not an errno. */
+#define NO_ABI (-1)
+
+static sigjmp_buf int80_fault;
+static void Int80Fault(int sig) {
+  (void)sig;
+  siglongjmp(int80_fault, 1);
+}
+
 /* An i386 system call through int 0x80 from this 64-bit process: seccomp
  * sees it as AUDIT_ARCH_I386, with i386 numbers. */
 static int Int80(long nr, long a, long b, long c) {
 #if defined(__x86_64__)
+  struct sigaction fault = {.sa_handler = Int80Fault}, old;
+  sigaction(SIGSEGV, &fault, &old);
+  if (sigsetjmp(int80_fault, 1) != 0) {
+    sigaction(SIGSEGV, &old, NULL);
+    return NO_ABI;
+  }
   long rc;
   __asm__ volatile("int $0x80"
                    : "=a"(rc)
                    : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(0L), "D"(0L)
                    : "memory");
+  sigaction(SIGSEGV, &old, NULL);
   return rc < 0 && rc > -4096 ? (int)-rc : 0;
 #else
   (void)nr, (void)a, (void)b, (void)c;
@@ -250,9 +271,12 @@ static int Signals(const char* list) {
     delivered += kill(-pids[i], SIGKILL) == 0; /* its process group */
   }
   printf("kill-named %d\n", delivered);
-  /* pidfds, of the named pids and of 1..64 (not this process). */
+  /* pidfds, of the named pids and of 1..64 (not this process); the
+   * deliveries to the named ones are also counted apart: in a pid
+   * namespace 1..64 name the sandbox's own processes (its init among
+   * them, which takes the send and drops the signal, as kill(1) does). */
   delivered = 0;
-  int opened = 0;
+  int opened = 0, delivered_named = 0;
   for (int i = 0; i < n + 64; ++i) {
     pid_t pid = i < n ? pids[i] : i - n + 1;
     if (pid == getpid()) continue;
@@ -264,10 +288,13 @@ static int Signals(const char* list) {
     }
     if (fd < 0) continue;
     ++opened;
-    delivered += syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0;
+    int sent = syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0;
+    delivered += sent;
+    if (i < n) delivered_named += sent;
     close(fd);
   }
-  printf("pidfd-opened %d\npidfd-delivered %d\n", opened, delivered);
+  printf("pidfd-opened %d\npidfd-delivered %d\npidfd-delivered-named %d\n", opened, delivered,
+         delivered_named);
   /* F_SETOWN (and a process group's F_SETOWN_EX) with F_SETSIG SIGKILL on
    * a pipe in O_ASYNC mode; a write makes the kernel send it. */
   delivered = 0;

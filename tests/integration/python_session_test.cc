@@ -159,7 +159,9 @@ class PythonTest : public ::testing::Test {
     ASSERT_TRUE(daemon_->ready()) << daemon_->Log();
     client_.emplace(daemon_->Client());
   }
-  virtual std::vector<std::string> Args() { return {"--interrupt-grace", "2"}; }
+  // The grace after an interrupt, in seconds (scaled on a slow host).
+  static std::string Grace() { return std::to_string(2 * TimeScale()); }
+  virtual std::vector<std::string> Args() { return {"--interrupt-grace", Grace()}; }
 
   json Create(const std::string& id, json extra = json::object()) {
     extra["id"] = id;
@@ -243,7 +245,7 @@ TEST_F(PythonTest, OutputPastTheBudgetIsCutMarkedAndTheKernelStaysUsable) {
 }
 
 TEST_F(PythonTest, TheTimeoutLadderInterruptsThenTearsDown) {
-  Create("ladder", {{"isolation", "none"}, {"limits", {{"grace_ms", 1500}}}});
+  Create("ladder", {{"isolation", "none"}, {"limits", {{"grace_ms", 1500 * TimeScale()}}}});
   // Back to idle after SIGINT: usable.
   json slept = Exec("ladder", "import time\ntime.sleep(100)", {{"timeout_ms", 800}});
   EXPECT_EQ(slept["timed_out"], true);
@@ -411,7 +413,7 @@ TEST(PythonRecoveryTest, AfterSigkillNoKernelSurvivesAndSessionsAreLost) {
 class GatewayTest : public PythonTest {
  protected:
   std::vector<std::string> Args() override {
-    return {"--interrupt-grace", "2", "--max-kernels", "2"};
+    return {"--interrupt-grace", Grace(), "--max-kernels", "2"};
   }
   json CreateKernel(json body = json::object()) {
     HttpResponse r = client_->Post("/api/kernels", body);

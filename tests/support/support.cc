@@ -1,9 +1,13 @@
 #include "support.h"
 
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +47,26 @@ std::optional<pid_t> ReadPidFile(const std::string& path, std::chrono::milliseco
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return std::nullopt;
+}
+
+int TimeScale() {
+  static const int scale = [] {
+    const char* v = std::getenv("CORDON_TEST_TIME_SCALE");
+    int n = v ? std::atoi(v) : 1;
+    return n >= 1 ? n : 1;
+  }();
+  return scale;
+}
+
+bool KernelIdmaps(const std::string& path) {
+  struct utsname u {};
+  ::uname(&u);
+  int major = 0, minor = 0;
+  std::sscanf(u.release, "%d.%d", &major, &minor);
+  const int version = major * 100 + minor;
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) return version >= 603;
+  return version >= 512;
 }
 
 std::string Helper(const std::string& name) { return std::string(CORDON_HELPERS_DIR) + "/" + name; }

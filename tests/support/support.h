@@ -35,6 +35,20 @@ bool Exited(pid_t pid);
 std::optional<pid_t> ReadPidFile(const std::string& path,
                                  std::chrono::milliseconds within = std::chrono::seconds(10));
 
+// Whether this kernel can idmap a mount of the directory at `path`, judged
+// from the kernel's version and the directory's filesystem alone (an
+// observation independent of cordon's own attempt): idmapped mounts came
+// in 5.12, tmpfs took them in 6.3. Where it cannot, a sandbox reaches a
+// caller's directory as an outside uid of its own (docs/hosts.md).
+bool KernelIdmaps(const std::string& path);
+
+// How many times slower than a machine like this one the tests' host is:
+// $CORDON_TEST_TIME_SCALE, default 1. The host matrix's cells run under
+// TCG (tests/hosts/suites.py sets 10 there), where ipykernel's handling of
+// an interrupt alone can take seconds. Only bounds that give a runtime
+// time to react (graces) are scaled, never a deadline a test is about.
+int TimeScale();
+
 // The path of a helper program from tests/helpers.
 std::string Helper(const std::string& name);
 
