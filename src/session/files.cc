@@ -127,6 +127,26 @@ Outcome<sys::UniqueFd> OpenRegular(int workspace_fd, const std::string& path, in
   return std::move(*fd);
 }
 
+// What the files API creates belongs to the workspace's owner: the
+// daemon where the workspace is idmapped (the sandbox's root sees it as
+// its own), the sandbox's outside uid where the workspace was given
+// (chowned) to it on a kernel that cannot idmap it. Otherwise an uploaded
+// file would stay the daemon's, which such a sandbox can read but not
+// change. `name` beneath `dir_fd` (never followed) was just made.
+Outcome<void> GiveToWorkspaceOwner(int workspace_fd, int dir_fd, const std::string& name,
+                                   const std::string& path) {
+  struct stat owner {};
+  if (::fstat(workspace_fd, &owner) != 0) {
+    return std::unexpected(FromSys(sys::Error::FromErrno("fstat(the workspace)"), path));
+  }
+  if (owner.st_uid == ::geteuid() && owner.st_gid == ::getegid()) return {};
+  if (::fchownat(dir_fd, name.c_str(), owner.st_uid, owner.st_gid, AT_SYMLINK_NOFOLLOW) != 0) {
+    return std::unexpected(
+        FromSys(sys::Error::FromErrno("fchownat(\"" + path + "\", the workspace's owner)"), path));
+  }
+  return {};
+}
+
 // mkdir -p of `dir` beneath the workspace, each step resolved beneath it.
 Outcome<sys::UniqueFd> MakeParents(int workspace_fd, const std::string& dir) {
   if (dir == ".") return Open(workspace_fd, ".", O_PATH | O_DIRECTORY);
@@ -137,7 +157,9 @@ Outcome<sys::UniqueFd> MakeParents(int workspace_fd, const std::string& dir) {
     auto [parent, name] = SplitParent(so_far);
     CORDON_ASSIGN_OR_RETURN(sys::UniqueFd parent_fd,
                             Open(workspace_fd, parent, O_PATH | O_DIRECTORY));
-    if (::mkdirat(parent_fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (::mkdirat(parent_fd.get(), name.c_str(), 0755) == 0) {
+      CORDON_RETURN_IF_ERROR(GiveToWorkspaceOwner(workspace_fd, parent_fd.get(), name, so_far));
+    } else if (errno != EEXIST) {
       return std::unexpected(FromSys(sys::Error::FromErrno("mkdirat(\"" + so_far + "\")"), so_far));
     }
     if (slash == std::string::npos) break;
@@ -236,7 +258,8 @@ Outcome<FileInfo> Replace(int workspace_fd, const PutRequest& r, std::string_vie
   const std::string temp = ".cordon-upload-" + NewNonce();
   auto fd = sys::OpenAt(dir_fd.get(), temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (!fd) return std::unexpected(FromSys(fd.error(), r.path));
-  auto written = WriteAllAt(fd->get(), body, 0, r.path);
+  auto written = GiveToWorkspaceOwner(workspace_fd, dir_fd.get(), temp, r.path);
+  if (written) written = WriteAllAt(fd->get(), body, 0, r.path);
   if (written && ::renameat(dir_fd.get(), temp.c_str(), dir_fd.get(), name.c_str()) != 0) {
     written = std::unexpected(FromSys(sys::Error::FromErrno("renameat"), r.path));
   }

@@ -64,6 +64,30 @@ TEST_F(FilesTest, WholeAndChunkedUploadsWithDigests) {
   EXPECT_EQ(too_big.error().kind, Kind::kTooLarge);
 }
 
+// A workspace given to a sandbox's outside uid (a kernel that cannot
+// idmap it): what an upload makes, its directories and a replaced file (a
+// new file renamed over the old) too, is that uid's, so that the sandbox
+// can change it.
+TEST_F(FilesTest, WhatAnUploadMakesBelongsToTheWorkspacesOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving files to another uid needs root";
+  ASSERT_TRUE(Put("kept.txt", "root's"));
+  ASSERT_EQ(::chown((dir_ / "ws").c_str(), 1000000000, 1000000001), 0);
+  ASSERT_TRUE(Put("new/dir/up.txt", "theirs"));
+  ASSERT_TRUE(Put("kept.txt", "replaced"));
+  for (const char* made : {"new", "new/dir", "new/dir/up.txt", "kept.txt"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dir_ / "ws/" + made).c_str(), &st), 0) << made;
+    EXPECT_EQ(st.st_uid, 1000000000u) << made;
+    EXPECT_EQ(st.st_gid, 1000000001u) << made;
+  }
+  // The daemon's own workspace: nothing is given away.
+  ASSERT_EQ(::chown((dir_ / "ws").c_str(), 0, 0), 0);
+  ASSERT_TRUE(Put("mine/up.txt", "root's"));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "ws/mine/up.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+}
+
 TEST_F(FilesTest, AMismatchLeavesNothingBehind) {
   std::string wrong = *closure::Sha256Hex("other");
   auto whole = Put("w.txt", "content", std::nullopt, wrong);

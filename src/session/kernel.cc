@@ -635,12 +635,18 @@ bool Kernel::OnProbe(Channel channel, const std::string& type) {
   probe_for_.clear();
   if (!ends_exec) return false;
   if (!output_lost_ && !collector_->complete()) {
-    // Its reply or its idle never came: the kernel dropped them, as a PUB
-    // socket does past its high-water mark when the reader is slower.
+    // Its reply or its idle never came. An idle without a reply is the
+    // kernel's own doing: ipykernel logs and drops a request that SIGINT
+    // reached before its code ran (a slow host widens that window). An idle
+    // that never came was dropped, as a PUB socket drops past its
+    // high-water mark when the reader is slower.
     output_lost_ = true;
-    lost_why_ =
-        "the kernel published faster than the daemon could read, and dropped messages "
-        "(its `idle` among them): output may be missing";
+    lost_why_ = collector_->idle() && !collector_->replied()
+                    ? "the kernel went back to idle without replying to this execution "
+                      "(ipykernel drops a request that an interrupt reaches before its code "
+                      "runs): the code may not have run"
+                    : "the kernel published faster than the daemon could read, and dropped "
+                      "messages (its `idle` among them): output may be missing";
   }
   Finish();
   return true;

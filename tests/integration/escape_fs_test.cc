@@ -926,6 +926,9 @@ TEST_P(FsEscapeTest, ASymlinkRaceOnASharedWorkspaceLeadsNoMountOutside) {
       {"d1", "/.oldroot" + open_dir}, {"d2", "/.oldroot" + state_ / "s"}, {"d3", "/etc"}};
   for (const auto& [dir, target] : links) {
     ASSERT_EQ(::mkdir((work_ / dir).c_str(), 0777), 0);
+    // (Open to the sandbox's outside uid, as the workspace is, where the
+    // kernel cannot idmap it: the binds' mount points are made in here.)
+    if (!KernelIdmaps(work_.path())) ::chmod((work_ / dir).c_str(), 0777);
     ASSERT_EQ(::symlink(target.c_str(), (work_ / ("l" + dir.substr(1))).c_str()), 0);
     if (GetParam() != Caller::kRoot) {
       ASSERT_EQ(::lchown((work_ / dir).c_str(), 65534, 65534), 0);

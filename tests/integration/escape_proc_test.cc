@@ -189,6 +189,7 @@ TEST_P(ProcEscapeTest, TheHostBinaryCannotBeRewrittenThroughProcExe) {
 // descriptors are still only those (nothing of the supervisor's leaks to
 // any command), while the filesystem is the host's by design.
 TEST_P(ProcEscapeTest, TheCommandStartsWithOnlyItsOwnDescriptors) {
+  if (std::string why = NoFilesystemBoundary(); !why.empty()) GTEST_SKIP() << why;
   const std::string host_dir = std::filesystem::path(host_.path()).filename();
   const std::string climb = "tmp/" + host_dir + "/secret.txt";
   for (const char* level : {"standard", "strict", "none"}) {
@@ -293,6 +294,9 @@ TEST_P(ProcEscapeTest, PidOneCannotBeReadFromTheCommandsFirstInstruction) {
   };
   if (GetParam() == Caller::kRoot) {
     TempDir workspace;  // the daemon binds no host path but the workspace
+    // (Where the kernel cannot idmap it, the sandbox enters it as an
+    // outside uid of its own.)
+    if (!KernelIdmaps(workspace.path())) ::chmod(workspace.path().c_str(), 0755);
     std::filesystem::copy_file(Probe(), workspace / "try-syscall");
     ::chmod((workspace / "try-syscall").c_str(), 0755);
     ::setenv("CORDON_TEST_PROC1_CANARY", canary.c_str(), 1);
@@ -358,6 +362,7 @@ constexpr const char* kReadAllProc =
 // process outside the sandbox's domain). (Not under `none`: the command
 // there is the caller, who may read its own supervisor.)
 TEST_P(ProcEscapeTest, CanariesOfTheSupervisorAndDaemonNeverShowInside) {
+  if (std::string why = NoFilesystemBoundary(); !why.empty()) GTEST_SKIP() << why;
   const std::string env_canary = "cordon-env-" + Token();
   const std::string owner_canary = "cordonowner" + Token();
   const std::string dir_canary = "cordon-dir-" + Token();
@@ -417,10 +422,16 @@ TEST_P(ProcEscapeTest, CanariesOfTheSupervisorAndDaemonNeverShowInside) {
     }
     EXPECT_GE(inits, 1) << "the session's init was not found";
     client.Request("DELETE", "/v1/sessions/" + id);
+    // (Only what the command printed: the result's own notes, for the
+    // daemon's client, may name the scratch workspace under the state
+    // directory, as where a kernel cannot idmap it.)
     for (const HttpResponse* r : {&run, &exec}) {
-      EXPECT_NE(r->body.find("cordon-init"), std::string::npos) << "nothing was read: " << r->body;
+      json j = json::parse(r->body, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << r->body;
+      const std::string seen = j.value("stdout", "") + j.value("stderr", "");
+      EXPECT_NE(seen.find("cordon-init"), std::string::npos) << "nothing was read: " << r->body;
       for (const auto& canary : {daemon_env, daemon_arg, daemon_dir}) {
-        EXPECT_EQ(r->body.find(canary), std::string::npos) << canary << " in " << r->body;
+        EXPECT_EQ(seen.find(canary), std::string::npos) << canary << " in " << r->body;
       }
     }
   }

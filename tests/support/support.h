@@ -46,7 +46,8 @@ bool KernelIdmaps(const std::string& path);
 // $CORDON_TEST_TIME_SCALE, default 1. The host matrix's cells run under
 // TCG (tests/hosts/suites.py sets 10 there), where ipykernel's handling of
 // an interrupt alone can take seconds. Only bounds that give a runtime
-// time to react (graces) are scaled, never a deadline a test is about.
+// time to react (graces), or to get its code going before a deadline
+// falls, are scaled; never a bound whose breach a test is about.
 int TimeScale();
 
 // The path of a helper program from tests/helpers.
