@@ -8,16 +8,34 @@ import subprocess
 import time
 
 CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
-CGROUP_ROOT = f"/cordon-pytest-{os.getpid()}"
 
 
-def cgroup_mounts():
+def cgroup_mounts(types=("cgroup", "cgroup2")):
     """The mount points of every cgroup hierarchy (v2, and v1 on hybrid hosts)."""
     with open("/proc/self/mountinfo") as f:
         for line in f:
             left, _, right = line.partition(" - ")
-            if right.split(" ")[0] in ("cgroup", "cgroup2"):
+            if right.split(" ")[0] in types:
                 yield left.split(" ")[4]
+
+
+def _cgroup_root():
+    """The tests' cgroup root: at the top of the tree for root; for an
+    unprivileged user, beneath its own v2 group where that is its to write
+    (as user@.service delegates), since it can make groups nowhere else
+    (tests/support/support.h's CgroupRoot, the same rule)."""
+    name = f"/cordon-pytest-{os.getpid()}"
+    if os.geteuid() == 0:
+        return name
+    with open("/proc/self/cgroup") as f:
+        own = next((line.split("::", 1)[1].strip() for line in f if line.startswith("0::")), None)
+    v2 = next(iter(cgroup_mounts(("cgroup2",))), None)
+    if own is None or v2 is None or not os.access(v2 + own, os.W_OK):
+        return name
+    return ("" if own == "/" else own) + name
+
+
+CGROUP_ROOT = _cgroup_root()
 
 
 def remove_tree(path):
@@ -130,6 +148,12 @@ def in_namespace(ns):
         except OSError:
             pass
     return pids
+
+
+# How many of a session's init, its shell and an escapee a test sees by
+# their pid namespace: an unprivileged test cannot read the namespace link
+# of the init, which is undumpable.
+VISIBLE_TREE = 3 if os.geteuid() == 0 else 2
 
 
 def live_pids():

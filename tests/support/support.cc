@@ -79,7 +79,21 @@ std::string Slurp(const std::string& path) {
 }
 
 const std::string& CgroupRoot() {
-  static const std::string root = "/cordon-test-" + std::to_string(::getpid());
+  static const std::string root = [] {
+    const std::string name = "/cordon-test-" + std::to_string(::getpid());
+    if (::geteuid() == 0) return name;
+    // An unprivileged user can make groups only beneath one delegated to
+    // it: its own, as user@.service delegates (the host matrix's
+    // user-delegated cell). Where its own is not its to write, the tests
+    // see what such a user sees without delegation.
+    auto layout = contain::DiscoverCgroupLayout();
+    if (!layout || !layout->v2 || layout->v2->own_dir.empty() ||
+        ::access(layout->v2->own_dir.c_str(), W_OK) != 0) {
+      return name;
+    }
+    const std::string& own = layout->v2->own_path;
+    return (own == "/" ? "" : own) + name;
+  }();
   return root;
 }
 

@@ -62,7 +62,8 @@ std::string Slurp(const std::string& path);
 // if it answered every request.
 std::string SanitizerReport(const std::string& log);
 
-// The cgroup path ("/cordon-test-<pid>") under which this test binary's
+// The cgroup path ("/cordon-test-<pid>"; for an unprivileged user with a
+// delegated group, beneath that group) under which this test binary's
 // cgroups go, in every hierarchy. Registered as a gtest environment that
 // removes it (and anything left below it) when the tests end.
 const std::string& CgroupRoot();
