@@ -372,6 +372,19 @@ def table(mode, done):
                 print(f"{cap:<15} " + " ".join(f"{v:>13}" for v in cells))
 
 
+def in_order(lists):
+    """Each name of the lists once, in the order first seen."""
+    seen = []
+    for names in lists:
+        seen += [n for n in names if n not in seen]
+    return seen
+
+
+def table_head(first, cells):
+    print(f"| {first} | " + " | ".join(i.get("short", i["cell"]) for i in cells) + " |")
+    print("|---|" + "---|" * len(cells))
+
+
 def markdown_full():
     """The portable suites per cell as a Markdown table (for
     docs/hosts.md): passed/failed/skipped per suite, the cell's verdict,
@@ -381,13 +394,8 @@ def markdown_full():
         print("hosts.py: no build/hosts/results/full.json: run `hosts.py full` first", file=sys.stderr)
         return 2
     cells = data["cells"]
-    suites = []
-    for i in cells:
-        for x in (i.get("result") or {}).get("suites", []):
-            if x["suite"] not in suites:
-                suites.append(x["suite"])
-    print("| suite | " + " | ".join(i.get("short", i["cell"]) for i in cells) + " |")
-    print("|---|" + "---|" * len(cells))
+    suites = in_order([x["suite"] for x in (i.get("result") or {}).get("suites", [])] for i in cells)
+    table_head("suite", cells)
     for name in suites:
         row = []
         for i in cells:
@@ -419,13 +427,8 @@ def markdown():
         print("hosts.py: no build/hosts/results/smoke.json: run `hosts.py smoke` first", file=sys.stderr)
         return 2
     cells = [i for i in data["cells"] if i.get("result")]
-    caps = []
-    for i in cells:
-        for x in i["result"]["capabilities"]:
-            if x["capability"] not in caps:
-                caps.append(x["capability"])
-    print("| capability | " + " | ".join(i.get("short", i["cell"]) for i in cells) + " |")
-    print("|---|" + "---|" * len(cells))
+    caps = in_order([x["capability"] for x in i["result"]["capabilities"]] for i in cells)
+    table_head("capability", cells)
     for cap in caps:
         row = []
         for i in cells:
@@ -438,12 +441,7 @@ def markdown():
             else:
                 row.append(x["mechanism"] if x["claimed"] else "no")
         print(f"| {cap} | " + " | ".join(row) + " |")
-    steps = []
-    for i in cells:
-        for x in i["result"]["steps"]:
-            if x["step"] not in steps:
-                steps.append(x["step"])
-    for st in steps:
+    for st in in_order([x["step"] for x in i["result"]["steps"]] for i in cells):
         row = []
         for i in cells:
             x = next((x for x in i["result"]["steps"] if x["step"] == st), None)
