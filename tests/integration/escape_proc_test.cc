@@ -557,7 +557,12 @@ TEST_P(ProcEscapeTest, TheCgroupCannotBeLeftOrItsLimitsRaised) {
         if (layout->v1.contains("pids")) {
           EXPECT_NE(cgroups[pid].find("pids:" + own), std::string::npos) << cgroups[pid];
         }
-        EXPECT_NE(cgroups[pid].find("0::" + own), std::string::npos) << cgroups[pid];
+        // (A v2 group of its own where the tree is held by one: on a
+        // hybrid host before 5.14, no cgroup.kill, the pid namespace holds
+        // it and the v2 tree is not used.)
+        if (j["grant"]["mechanisms"].value("process_tree", "") == "cgroup2") {
+          EXPECT_NE(cgroups[pid].find("0::" + own), std::string::npos) << cgroups[pid];
+        }
         if (memory && layout->v1.contains("memory")) {
           EXPECT_NE(cgroups[pid].find("memory:" + own), std::string::npos) << cgroups[pid];
         }
