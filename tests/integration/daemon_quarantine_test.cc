@@ -73,6 +73,7 @@ class InProcessDaemon {
 };
 
 TEST(DaemonQuarantineTest, AnUnverifiedTeardownQuarantinesBlocksARecreateAndSparesOthers) {
+  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
   SwitchableSignaller signaller;
   InProcessDaemon daemon(signaller);
   ASSERT_TRUE(daemon.error().empty()) << daemon.error();

@@ -577,7 +577,10 @@ TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
     return health.value("shells_warm", 0) == int(kPoolShells) &&
            health.value("runs_warm", 0) == int(kPoolRuns);
   }));
-  EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u + kPoolShells);
+  // (Counted by their cgroups, where there are any for this user.)
+  if (NoTreeWithoutIsolation().empty()) {
+    EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u + kPoolShells);
+  }
   auto store = store::Store::Open(daemon_.state_dir());
   ASSERT_TRUE(store);
   auto recorded = store->ListGrants(true).value();

@@ -108,6 +108,14 @@ const contain::Probe& TestProbe() {
   return probe;
 }
 
+std::string NoTreeWithoutIsolation() {
+  const contain::CapabilityStatus& tree =
+      TestProbe().StatusFor(contain::Capability::kProcessTree, false);
+  if (tree.enforceable) return "";
+  return "a run without isolation holds no process tree here (" + tree.mechanism +
+         "): " + tree.reason;
+}
+
 namespace {
 
 // Removes a cgroup directory tree, children first (cgroupfs only allows

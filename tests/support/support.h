@@ -71,4 +71,10 @@ const std::string& CgroupRoot();
 // The host's probe, with cordon's groups under CgroupRoot().
 const contain::Probe& TestProbe();
 
+// Why a run without isolation holds no process tree here (no writable
+// cgroup: an unprivileged user without a delegated group), as the probe
+// says; "" where one holds it. A test that needs the tree held skips
+// with this reason.
+std::string NoTreeWithoutIsolation();
+
 }  // namespace cordon::testing
