@@ -38,6 +38,13 @@ if [ "$$" = 1 ]; then
   mount -t proc proc /proc
   mount -t sysfs sys /sys
   mount -t devtmpfs dev /dev
+  # The links udev or systemd make on every distribution (devtmpfs has
+  # none): a script run by descriptor is read by its interpreter at
+  # /dev/fd/N.
+  ln -sfn /proc/self/fd /dev/fd
+  ln -sfn /proc/self/fd/0 /dev/stdin
+  ln -sfn /proc/self/fd/1 /dev/stdout
+  ln -sfn /proc/self/fd/2 /dev/stderr
   mkdir -p /dev/pts /dev/shm
   mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
   mount -t tmpfs -o mode=1777 tmpfs /dev/shm

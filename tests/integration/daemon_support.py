@@ -83,6 +83,16 @@ def pids_in_cgroup_tree(cgroup_root):
     return {p for p in pids if alive(p)}
 
 
+def cgroups_hold_trees():
+    """Whether cordon's cgroups hold a run's tree here without isolation
+    (`cordon probe`, under the tests' cgroup root): not for an unprivileged
+    user without a delegated group, where nothing a test starts is in a
+    cgroup to be counted by."""
+    probe = json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
+                                      capture_output=True, text=True, check=True).stdout)
+    return probe["teardown"]["unisolated"] != "process_group"
+
+
 def alive(pid):
     """False once `pid` has exited (gone, or a zombie nobody reaped yet)."""
     try:
