@@ -205,6 +205,19 @@ CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool
       return Unavailable(c, "", "this kernel takes no seccomp filters",
                          "a kernel built with CONFIG_SECCOMP_FILTER");
     case Capability::kPrivileges:
+      // Without a user namespace root's sandbox keeps uid 0 on the host:
+      // its capabilities are dropped, but what root owns (root's files
+      // where Landlock lets it reach them, most of /proc/sys) it may
+      // still write by its owner's mode bits. (Found by the host matrix's
+      // no-userns cell: core_pattern was writable.)
+      if (!ns.available && iso.host_root) {
+        return Unavailable(c, "no_new_privs",
+                           no_ns +
+                               "; a sandbox of root's then runs as uid 0 on the host, which "
+                               "keeps what root owns writable to it (most of /proc/sys among "
+                               "them) though its capabilities are dropped",
+                           ns_fix);
+      }
       if (!ns.available) return Enforced(c, "no_new_privs");
       if (root && !iso.map_ids) {
         return Unavailable(c, "no_new_privs",
@@ -420,6 +433,9 @@ sys::Result<Probe> Observe(const ProbeOptions& options, const std::string* cache
     probe.isolation.landlock_abi = LandlockAbi();
     probe.isolation.seccomp = SeccompAvailable();
     probe.isolation.map_ids = CanMapIdRange(kDefaultIdRange);
+    auto uid_map = sys::ReadFile("/proc/self/uid_map", 4096);
+    probe.isolation.host_root =
+        ::geteuid() == 0 && uid_map && uid_map->find("4294967295") != std::string::npos;
   } else {
     probe.isolation.namespaces.problem = "not probed (no isolation was asked for)";
   }

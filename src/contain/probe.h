@@ -39,6 +39,9 @@ struct IsolationSupport {
   bool seccomp = false;
   // Root can give each sandbox its own outside id (from the default range).
   bool map_ids = false;
+  // uid 0 of the initial user namespace: the host's root, not a container's
+  // or a user namespace's.
+  bool host_root = false;
   // What would make namespaces usable, where the probe knows better than
   // the generic advice (a masked /proc: unmask it); "" for the generic one.
   std::string namespaces_fix;

@@ -88,6 +88,13 @@ TEST(ResolveCapabilitiesTest, WhereNamespacesAreRefusedLandlockAloneKeepsTheFile
   EXPECT_EQ(p.Status(Capability::kNetwork).mechanism, "seccomp");
   EXPECT_EQ(p.Status(Capability::kSyscallFilter).mechanism, "seccomp");
   EXPECT_EQ(p.Status(Capability::kPrivileges).mechanism, "no_new_privs");
+  EXPECT_TRUE(p.Status(Capability::kPrivileges).enforceable);  // not root: its own uid
+  // The host's root: its sandbox would keep uid 0 on the host, not claimed.
+  iso.host_root = true;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, iso, true);
+  EXPECT_FALSE(p.Status(Capability::kPrivileges).enforceable);
+  EXPECT_NE(p.Status(Capability::kPrivileges).reason.find("uid 0"), std::string::npos);
+  iso.host_root = false;
   iso.landlock_abi = 0;
   p.capabilities = ResolveCapabilities(CgroupPlan{}, true, iso, false);
   EXPECT_FALSE(p.Status(Capability::kFilesystem).enforceable);
