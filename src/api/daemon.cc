@@ -10,6 +10,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 
 #include "api/file_routes.h"
@@ -412,6 +413,14 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   probe_options.cgroups.cgroup_root = d.options.cgroup_root;
   probe_options.state_dir = d.options.state_dir;
   CORDON_ASSIGN_OR_RETURN(d.probe, contain::ProbeHost(probe_options));
+  // Sandboxes that run as uids of their own without a mount namespace
+  // reach their workspaces by host path (HOME, a temporary file beside
+  // the working directory): the state directory lets them pass (0711),
+  // never list; what is in it stays the daemon's own.
+  if (d.probe.SandboxesRunAsOwnUids() && ::chmod(d.options.state_dir.c_str(), 0711) != 0) {
+    Log("warning", "state_dir_not_passable",
+        {{"state_dir", d.options.state_dir}, {"error", std::strerror(errno)}});
+  }
 
   // Recovery: every tree an earlier daemon left is torn down (verified,
   // identity-checked) before anything answers.

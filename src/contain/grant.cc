@@ -78,7 +78,8 @@ std::string Dirname(const std::string& path) { return path.substr(0, path.rfind(
 // The namespaces, Landlock and seccomp as the probe found them, and the
 // outside id of the sandbox: as root, one of the range (leased next to the
 // store, so that every supervisor using this state dir shares the pool);
-// otherwise the caller's own.
+// otherwise the caller's own. Without a user namespace the leased id is
+// the uid the sandbox runs as (never root's own uid 0).
 sys::Result<GrantIsolation> DecideIsolation(const Spec& spec, const Probe& probe,
                                             store::Store& store) {
   const IsolationSupport& support = probe.isolation;
@@ -90,7 +91,7 @@ sys::Result<GrantIsolation> DecideIsolation(const Spec& spec, const Probe& probe
   g.outside_gid = ::getgid();
   IdRange range = spec.isolation.id_range;
   bool map_ids = range == kDefaultIdRange ? support.map_ids : CanMapIdRange(range);
-  if (g.namespaces && map_ids) {
+  if (map_ids) {
     CORDON_ASSIGN_OR_RETURN(IdLease lease, IdLease::Acquire(Dirname(store.path()) + "/ids", range));
     g.outside_uid = g.outside_gid = lease.id();
     g.lease = std::move(lease);

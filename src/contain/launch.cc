@@ -68,6 +68,8 @@ struct ChildPlan {
   size_t mount_count;
   const char* cwd;  // set: chdir here (the sandbox's view) instead of workspace_fd
   bool drop_privileges;
+  bool switch_ids;  // no user namespace: become `ids` (Sandbox::switches_ids)
+  OwnIds ids;
   // The privileges, Landlock and seccomp are in place already: a parked
   // init set them on itself, and the command inherits them.
   bool confined;
@@ -302,19 +304,27 @@ int AwaitCommand(const ChildPlan& p, ChildPlan* command) {
 // The command's own steps, in the process that becomes it: the main
 // process itself, or (with namespaces) the child of the pid namespace's
 // init. Privileges go in order: capabilities, then no_new_privs (which
-// Landlock needs), Landlock, and seccomp last of all, since it refuses
-// the very calls the steps before it make. The rlimits come after the
-// inherited descriptors are closed: Landlock opens one per rule, which a
-// small --open-files would refuse (EMFILE) if it applied already.
+// Landlock needs), Landlock (first, where the ids change: see below), and
+// seccomp last of all, since it refuses the very calls the steps before
+// it make. The rlimits come after the inherited descriptors are closed:
+// Landlock opens one per rule, which a small --open-files would refuse
+// (EMFILE) if it applied already.
 [[noreturn]] void CommandMain(const ChildPlan& p) {
   if (p.namespaced) CORDON_STEP(SetupStep::kSignals, UnblockSignals());
   CORDON_STEP(SetupStep::kStdio, SetupStdio(p));
   CORDON_STEP(SetupStep::kWorkspace, EnterWorkspace(p));
+  // A sandbox that becomes a uid of its own takes its Landlock domain
+  // first, while it is still root: the rules open their paths here, and
+  // the workspace under a daemon's 0700 state directory is closed to the
+  // new uid. (Root may restrict itself without no_new_privs; the domain
+  // does not govern the id change.)
+  const bool landlock_first = p.switch_ids && !p.confined;
+  if (landlock_first) CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
   if (p.drop_privileges && !p.confined) {
-    CORDON_STEP(SetupStep::kCapabilities, DropCapabilities());
+    CORDON_STEP(SetupStep::kCapabilities, DropCapabilities(p.switch_ids ? &p.ids : nullptr));
     CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
   }
-  if (!p.confined) CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
+  if (!p.confined && !landlock_first) CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
   CORDON_STEP(SetupStep::kCloseFds, CloseInheritedFds());
   CORDON_STEP(SetupStep::kRlimits, ApplyRlimits(p));
   if (!p.confined) {
@@ -659,6 +669,8 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .mount_count = namespaced ? sandbox->mounts()->size() : 0,
       .cwd = namespaced ? kSandboxWorkspace : nullptr,
       .drop_privileges = sandbox != nullptr,
+      .switch_ids = sandbox != nullptr && sandbox->switches_ids(),
+      .ids = sandbox != nullptr ? OwnIds{sandbox->outside_uid(), sandbox->outside_gid()} : OwnIds{},
       .confined = false,
       .landlock = sandbox != nullptr ? sandbox->landlock() : nullptr,
       .seccomp = sandbox != nullptr ? sandbox->seccomp() : nullptr,

@@ -39,7 +39,8 @@ enum class SetupStep : int32_t {
   kHostname,       // "cordon" (UTS namespace)
   kMounts,         // the new root: binds, /proc, /dev, /tmp, pivot_root
   kInit,           // the pid namespace's init forks the command
-  kCapabilities,   // drop every capability, lock securebits
+  kCapabilities,   // drop every capability, lock securebits (no user namespace: become
+                   // the sandbox's own uid)
   kNoNewPrivs,
   kLandlock,
   kSeccomp,  // the very last step before execve: it forbids the ones above

@@ -10,7 +10,7 @@
 
 namespace cordon::contain {
 
-int DropCapabilities() {
+int DropCapabilities(const OwnIds* become) {
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
   if (::syscall(SYS_capget, &header, data) != 0) return errno;
@@ -30,6 +30,14 @@ int DropCapabilities() {
     }
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+    return errno;
+  }
+  // With SECBIT_NO_SETUID_FIXUP set, leaving uid 0 takes no capability
+  // away on its own: CAP_SETUID stays until the capset below. The raw
+  // calls change this thread alone, which is the whole process here.
+  if (become != nullptr && (::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+                            ::syscall(SYS_setresgid, become->gid, become->gid, become->gid) != 0 ||
+                            ::syscall(SYS_setresuid, become->uid, become->uid, become->uid) != 0)) {
     return errno;
   }
   struct __user_cap_data_struct none[2] = {};

@@ -205,17 +205,21 @@ CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool
       return Unavailable(c, "", "this kernel takes no seccomp filters",
                          "a kernel built with CONFIG_SECCOMP_FILTER");
     case Capability::kPrivileges:
-      // Without a user namespace root's sandbox keeps uid 0 on the host:
-      // its capabilities are dropped, but what root owns (root's files
-      // where Landlock lets it reach them, most of /proc/sys) it may
-      // still write by its owner's mode bits. (Found by the host matrix's
-      // no-userns cell: core_pattern was writable.)
+      // Without a user namespace a sandbox of root's would keep uid 0 on
+      // the host: its capabilities dropped, but what root owns (most of
+      // /proc/sys, root's files where Landlock lets it reach them) still
+      // writable by its owner's mode bits. (Found by the host matrix's
+      // no-userns cell: core_pattern was written.) So root gives it an
+      // unprivileged uid of its own, leased as a user namespace's outside
+      // id is; where root cannot (no CAP_SETUID), nothing stands in.
+      if (!ns.available && root && iso.map_ids) return Enforced(c, "leased_uid+no_new_privs");
       if (!ns.available && iso.host_root) {
         return Unavailable(c, "no_new_privs",
                            no_ns +
-                               "; a sandbox of root's then runs as uid 0 on the host, which "
-                               "keeps what root owns writable to it (most of /proc/sys among "
-                               "them) though its capabilities are dropped",
+                               "; and this root cannot switch a sandbox to a uid of its own "
+                               "(it lacks CAP_SETUID/CAP_SETGID or the uid_range), so the "
+                               "sandbox would run as uid 0 on the host, where what root owns "
+                               "(most of /proc/sys among it) stays writable to it",
                            ns_fix);
       }
       if (!ns.available) return Enforced(c, "no_new_privs");

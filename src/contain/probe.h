@@ -62,6 +62,12 @@ struct Probe {
 
   const CapabilityStatus& Status(Capability c) const;
   const CapabilityStatus& StatusFor(Capability c, bool isolated) const;
+  // No user namespace can be made, and root gives each sandbox a leased
+  // uid of its own instead (privileges: leased_uid+no_new_privs): such a
+  // sandbox reaches its workspace by its host path, as that uid.
+  bool SandboxesRunAsOwnUids() const {
+    return euid == 0 && !isolation.namespaces.available && isolation.map_ids;
+  }
 };
 
 struct ProbeOptions {

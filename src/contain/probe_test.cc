@@ -89,8 +89,14 @@ TEST(ResolveCapabilitiesTest, WhereNamespacesAreRefusedLandlockAloneKeepsTheFile
   EXPECT_EQ(p.Status(Capability::kSyscallFilter).mechanism, "seccomp");
   EXPECT_EQ(p.Status(Capability::kPrivileges).mechanism, "no_new_privs");
   EXPECT_TRUE(p.Status(Capability::kPrivileges).enforceable);  // not root: its own uid
-  // The host's root: its sandbox would keep uid 0 on the host, not claimed.
+  // The host's root that can switch ids: its sandbox runs as a leased uid.
   iso.host_root = true;
+  iso.map_ids = true;
+  p.capabilities = ResolveCapabilities(CgroupPlan{}, true, iso, true);
+  EXPECT_TRUE(p.Status(Capability::kPrivileges).enforceable);
+  EXPECT_EQ(p.Status(Capability::kPrivileges).mechanism, "leased_uid+no_new_privs");
+  // One that cannot: its sandbox would keep uid 0 on the host, not claimed.
+  iso.map_ids = false;
   p.capabilities = ResolveCapabilities(CgroupPlan{}, true, iso, true);
   EXPECT_FALSE(p.Status(Capability::kPrivileges).enforceable);
   EXPECT_NE(p.Status(Capability::kPrivileges).reason.find("uid 0"), std::string::npos);

@@ -130,8 +130,14 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
     }
     CORDON_ASSIGN_OR_RETURN(MountPlan plan, MountPlan::Build(m));
     s.mounts_.emplace(std::move(plan));
-  } else if (spec.network == Network::kNone) {
-    tcp_refused = true;  // no namespace: Landlock and seccomp keep what they can out
+  } else {
+    // No namespace: Landlock and seccomp keep what they can out.
+    tcp_refused = spec.network == Network::kNone;
+    if (r.outside_uid != ::getuid()) {
+      s.workspace_made_ = spec.workspace_made;
+      s.workspace_ = r.workspace;
+      CORDON_RETURN_IF_ERROR(s.RunAsOutsideIds());
+    }
   }
 
   if (r.landlock_abi > 0) {
@@ -192,6 +198,31 @@ sys::Result<void> Sandbox::Enter(pid_t child) {
   }();
   // The child attaches the tree either way: not idmapped, it is a plain copy.
   if (!idmapped) return NotIdmapped(idmapped.error());
+  return {};
+}
+
+sys::Result<void> Sandbox::RunAsOutsideIds() {
+  switch_ids_ = true;
+  const std::string ids =
+      "uid " + std::to_string(outside_uid_) + " and gid " + std::to_string(outside_gid_);
+  const std::string reach =
+      " (its command starts there; by its host path it is reachable only where the parent "
+      "directories let that uid through)";
+  if (!workspace_made_) {
+    notes_.push_back("no user namespace: the sandbox runs as " + ids +
+                     ", its own, and can read and write in the workspace " + workspace_ +
+                     " only what that uid may" + reach);
+    return {};
+  }
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd dir,
+                          sys::Open(workspace_, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+  if (auto given = GiveTree(dir.get(), outside_uid_, outside_gid_); !given) {
+    return std::unexpected(
+        given.error().Context("give the workspace " + workspace_ + " to " + ids));
+  }
+  notes_.push_back("no user namespace: the sandbox runs as " + ids +
+                   ", its own; cordon made the workspace " + workspace_ +
+                   ", so it was given (chowned) to that uid" + reach);
   return {};
 }
 

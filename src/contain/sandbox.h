@@ -29,7 +29,8 @@ struct SandboxRequest {
   bool seccomp = false;     // the kernel takes seccomp filters
   int landlock_abi = 0;     // 0: no Landlock
   // The outside id of the sandbox's root (root supervisor: a leased id;
-  // otherwise the caller's own uid and gid).
+  // otherwise the caller's own uid and gid); without namespaces, the ids
+  // the sandbox runs as.
   uint32_t outside_uid = 0;
   uint32_t outside_gid = 0;
   int lease_fd = -1;  // held by the sandbox's init
@@ -52,6 +53,11 @@ class Sandbox final {
   const LandlockPlan* landlock() const { return landlock_plan_; }
   const struct sock_fprog* seccomp() const { return filter_ ? filter_->program() : nullptr; }
   int lease_fd() const { return lease_fd_; }
+  // Without a user namespace, a root supervisor's sandbox runs as its
+  // outside ids (a leased, unprivileged uid): the child switches to them.
+  bool switches_ids() const { return switch_ids_; }
+  uint32_t outside_uid() const { return outside_uid_; }
+  uint32_t outside_gid() const { return outside_gid_; }
 
   // Parent side, after clone3 and before the child goes on: the child's id
   // maps, and the idmapping of the workspace to its user namespace.
@@ -68,12 +74,16 @@ class Sandbox final {
   // The workspace's copy could not be idmapped (`why`): attached as it is,
   // given to the outside ids if cordon made it, and the notes say which.
   sys::Result<void> NotIdmapped(const sys::Error& why);
+  // No user namespace, and the outside ids are not the supervisor's own:
+  // the sandbox runs as them, and a workspace cordon made is given to them.
+  sys::Result<void> RunAsOutsideIds();
 
   uint64_t clone_flags_ = 0;
   bool new_network_ = false;
   uint32_t outside_uid_ = 0;
   uint32_t outside_gid_ = 0;
   int lease_fd_ = -1;
+  bool switch_ids_ = false;
   // Idmapping after clone3, through the child's own user namespace (a
   // workspace owned by root), else done in Prepare.
   bool idmap_in_enter_ = false;

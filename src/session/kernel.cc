@@ -207,9 +207,11 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
     return Internal("the daemon's links to the kernel's sockets (\"" + links_dir + "\"): " + why);
   }
   connection->ip = links_dir + "/k";
-  if (namespaced) {
-    // The sandbox's root is this outside id: the directory and the file are
-    // its own (0700 / 0600), no one else's.
+  // The sandbox's root is this outside id (or, without a user namespace,
+  // the uid it runs as): the directory and the file are its own (0700 /
+  // 0600), no one else's.
+  const bool own_ids = grant->isolation && grant->isolation->outside_uid != ::geteuid();
+  if (own_ids) {
     uid_t uid = grant->isolation->outside_uid;
     gid_t gid = grant->isolation->outside_gid;
     if (::chown(k->runtime_dir_.c_str(), uid, gid) != 0 ||
@@ -223,7 +225,7 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
   // workspace's; frozen modules off keeps the debugger's warning out.
   const std::string ipython_dir = k->runtime_dir_ + "/ipython";
   ::mkdir(ipython_dir.c_str(), 0700);
-  if (namespaced) {
+  if (own_ids) {
     (void)::chown(ipython_dir.c_str(), grant->isolation->outside_uid,
                   grant->isolation->outside_gid);
   }

@@ -331,7 +331,9 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
       return done(Created{View(session), true});
     }
   }
-  if (auto prepared = PrepareWorkspace(options_.state_dir, id, !reuse); !prepared) {
+  if (auto prepared = PrepareWorkspace(options_.state_dir, id, !reuse,
+                                       probe_.SandboxesRunAsOwnUids() ? 0711 : 0700);
+      !prepared) {
     return done(
         Failure(Kind::kInternal, "cannot prepare the workspace: " + prepared.error().message()));
   }
@@ -837,7 +839,10 @@ void Sessions::FillPool() {
 // a sandbox sees it at /workspace either way.
 bool Sessions::StartWarm(const std::string& kind) {
   const std::string parent = options_.state_dir + "/workspaces";
-  if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  if (::mkdir(parent.c_str(), probe_.SandboxesRunAsOwnUids() ? 0711 : 0700) != 0 &&
+      errno != EEXIST) {
+    return false;
+  }
   const std::string key = ".warm-" + sys::RandomHex(6);
   const std::string workspace = parent + "/" + key;
   if (::mkdir(workspace.c_str(), 0700) != 0) return false;

@@ -22,14 +22,14 @@ std::string WorkspacePath(const std::string& state_dir, const std::string& id) {
   return state_dir + "/workspaces/" + id;
 }
 
-sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::string& id,
-                                   bool sweep) {
+sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::string& id, bool sweep,
+                                   mode_t parent_mode) {
   if (!ValidSessionId(id)) return sys::Fail("invalid session id", EINVAL);
   const std::string parent = state_dir + "/workspaces";
-  if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+  if (::mkdir(parent.c_str(), parent_mode) != 0 && errno != EEXIST) {
     return sys::FailErrno("mkdir(\"" + parent + "\")");
   }
-  (void)::chmod(parent.c_str(), 0700);
+  (void)::chmod(parent.c_str(), parent_mode);
   const std::string path = WorkspacePath(state_dir, id);
   if (sweep) CORDON_RETURN_IF_ERROR(RemoveWorkspace(state_dir, id));
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {

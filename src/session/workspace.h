@@ -1,6 +1,10 @@
 // Session workspaces: <state>/workspaces/<id>, mode 0700 under 0700 parents,
 // so nothing but root and the session's own processes can reach them.
+// (Where sandboxes run as uids of their own without a mount namespace, the
+// parents are 0711: passable by path, not listable.)
 #pragma once
+
+#include <sys/types.h>
 
 #include <string>
 #include <string_view>
@@ -15,10 +19,12 @@ bool ValidSessionId(std::string_view id);
 
 std::string WorkspacePath(const std::string& state_dir, const std::string& id);
 
-// Makes the workspace (and <state>/workspaces) with mode 0700. `sweep`: a
-// directory already there (a stale one from a closed or invalidated
-// generation) is removed first, so the new generation starts empty.
-sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::string& id, bool sweep);
+// Makes the workspace with mode 0700, and <state>/workspaces with
+// `parent_mode`. `sweep`: a directory already there (a stale one from a
+// closed or invalidated generation) is removed first, so the new
+// generation starts empty.
+sys::Result<void> PrepareWorkspace(const std::string& state_dir, const std::string& id, bool sweep,
+                                   mode_t parent_mode = 0700);
 
 // Removes the workspace and everything in it, its disk bound first (an
 // image unmounted and deleted: contain/disk.h RemoveBoundWorkspace).

@@ -186,6 +186,9 @@ sys::Result<Store> Store::Open(const std::string& state_dir) {
   }
   std::string path = state_dir + "/cordon.db";
   CORDON_ASSIGN_OR_RETURN(Database db, Database::Open(path));
+  // The records are the owner's alone, whatever the directory lets others
+  // pass (SQLite makes its -wal and -shm files with the database's mode).
+  for (const char* suffix : {"", "-wal", "-shm"}) (void)::chmod((path + suffix).c_str(), 0600);
   Store store(std::move(db), path);
   CORDON_RETURN_IF_ERROR(store.Migrate());
   return store;

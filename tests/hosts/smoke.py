@@ -238,12 +238,15 @@ def obs_syscall_filter():
 
 
 def obs_privileges(mechanism):
-    rc, r, e = cordon_run([], "grep -E '^(NoNewPrivs|CapEff)' /proc/self/status; readlink /proc/self/ns/user")
+    rc, r, e = cordon_run([], "grep -E '^(NoNewPrivs|CapEff)' /proc/self/status; "
+                              "readlink /proc/self/ns/user; echo uid=$(id -u)")
     out = (r or {}).get("stdout", "")
     nnp = "NoNewPrivs:\t1" in out
     userns_ok = True
     if mechanism and "user_namespace" in mechanism:
         userns_ok = ns("user") not in out
+    if mechanism and "leased_uid" in mechanism:  # no user namespace: a uid of its own, not root's
+        userns_ok = "uid=" in out and "uid=0\n" not in out
     return nnp and userns_ok, f"inside: {short(out)} (outside ns/user {ns('user')}); " + why(rc, r, e)
 
 

@@ -2,6 +2,7 @@
 // signals, a killed supervisor and reap, an unprivileged caller.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "cordon_cli.h"
@@ -318,6 +319,109 @@ TEST_F(UnprivilegedCliTest, AProcessLimitIsEnforcedThroughRlimitNproc) {
   int forked = -1;
   ASSERT_EQ(std::sscanf(j["stdout"].get<std::string>().c_str(), "forked %d", &forked), 1);
   EXPECT_LT(forked, 20);
+}
+
+// Root where no user namespace can be made for a sandbox. Simulated as a
+// container's /proc makes it: with a path of /proc masked by a mount over
+// it, the kernel refuses a sandbox a /proc of its own, so the probe finds
+// namespaces unusable, while the caller stays the host's root. Its
+// sandbox must not run as uid 0 then (the host matrix's no-userns cell
+// found /proc/sys/kernel/core_pattern writable to it): it runs as a
+// leased uid of its own, with no groups.
+class RootWithoutNamespacesCliTest : public CliTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs the host's root";
+    for (const char* tool : {"/usr/bin/unshare", "/usr/bin/mount"}) {
+      if (::access(tool, X_OK) != 0) GTEST_SKIP() << tool << " is not installed";
+    }
+    for (const char* p : {"/proc/kcore", "/proc/timer_list", "/proc/keys"}) {
+      if (::access(p, F_OK) == 0) masked_ = p;
+    }
+    if (masked_.empty()) GTEST_SKIP() << "no /proc file to mask here";
+    json privileges = Privileges();
+    if (privileges.is_null()) GTEST_SKIP() << "namespaces are usable despite the masked /proc";
+    if (!TestProbe().isolation.map_ids)
+      GTEST_SKIP() << "this root cannot give a sandbox a uid of its own";
+  }
+  // In a mount namespace of its own, with `masked_` covered.
+  std::vector<std::string> Prefix() const {
+    return {"/usr/bin/unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            "mount --bind /dev/null " + masked_ + " && exec \"$0\" \"$@\""};
+  }
+  // The probe's privileges, where it finds namespaces unusable; else null.
+  json Privileges() {
+    Ran probe = Cordon({"probe", "--json", "--cgroup-root", CgroupRoot()}, "", Prefix()).Wait();
+    json j = json::parse(probe.out, nullptr, false);
+    if (j.is_discarded() || j["isolation"]["namespaces"] != false) return nullptr;
+    for (const json& c : j["capabilities"]) {
+      if (c["capability"] == "privileges") return c;
+    }
+    return nullptr;
+  }
+  std::string masked_;
+};
+
+TEST_F(RootWithoutNamespacesCliTest, TheSandboxRunsAsALeasedUidAndRootsFilesStayRoots) {
+  json privileges = Privileges();
+  EXPECT_EQ(privileges["enforceable"], true) << privileges;
+  EXPECT_EQ(privileges["mechanism"], "leased_uid+no_new_privs") << privileges;
+
+  // Beneath a directory of root's that the sandbox's uid cannot enter (as a
+  // daemon's workspaces are): the sandbox is let in by its supervisor.
+  const std::string closed = work_ / "closed", workspace = work_ / "closed/workspace";
+  ASSERT_EQ(::mkdir(closed.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(workspace.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(workspace.c_str(), 01777), 0);
+  Ran r = Cordon(RunArgs({"--workspace", workspace, "--json", "--shell",
+                          "id -u; id -g; id -G; "
+                          "test -w /proc/sys/kernel/core_pattern && echo writable || echo kept; "
+                          "echo x > made && stat -c %u made"}),
+                 "", Prefix())
+              .Wait();
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  json j = r.Json();
+  EXPECT_EQ(j["grant"]["mechanisms"]["privileges"], "leased_uid+no_new_privs") << j;
+  std::istringstream lines(j["stdout"].get<std::string>());
+  std::string uid, gid, groups, core_pattern, owner;
+  std::getline(lines, uid);
+  std::getline(lines, gid);
+  std::getline(lines, groups);
+  std::getline(lines, core_pattern);
+  std::getline(lines, owner);
+  const contain::IdRange range = contain::kDefaultIdRange;
+  ASSERT_FALSE(uid.empty()) << j;
+  EXPECT_GE(std::stoul(uid), range.first) << j;
+  EXPECT_LT(std::stoul(uid), uint64_t{range.first} + range.count) << j;
+  EXPECT_EQ(gid, uid);
+  EXPECT_EQ(groups, gid) << "no supplementary group of root's is kept";
+  EXPECT_EQ(core_pattern, "kept");
+  EXPECT_EQ(owner, uid) << "what the sandbox makes is its uid's on the host";
+  bool said = false;
+  for (const json& w : j["warnings"]) {
+    said |= w.get<std::string>().find("no user namespace: the sandbox runs as uid " + uid) !=
+            std::string::npos;
+  }
+  EXPECT_TRUE(said) << j["warnings"];
+  EXPECT_EQ(j["release"]["dead"], true);
+
+  // A directory of root's, mode 0755: the sandbox may read it, not write.
+  ASSERT_EQ(::chmod(workspace.c_str(), 0755), 0);
+  Ran refused =
+      Cordon(RunArgs({"--workspace", workspace, "--json", "--shell", "cat made && echo y > other"}),
+             "", Prefix())
+          .Wait();
+  json k = json::parse(refused.out, nullptr, false);
+  ASSERT_FALSE(k.is_discarded()) << refused.err;
+  EXPECT_EQ(k["stdout"], "x\n");
+  EXPECT_NE(k["exit_code"], 0);
+  EXPECT_NE(k["stderr"].get<std::string>().find("Permission denied"), std::string::npos) << k;
+  EXPECT_FALSE(std::filesystem::exists(workspace + "/other"));
 }
 
 }  // namespace
