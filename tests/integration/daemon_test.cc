@@ -409,7 +409,9 @@ TEST_F(DaemonTest, SessionStatePersistsAndTheEnvironmentIsTheAllowlist) {
   ASSERT_EQ(::stat(ws.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(::stat((daemon_.state_dir() + "/workspaces").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // Passable, not listable, where sandboxes reach their workspaces by path
+  // as uids of their own (no user namespace).
+  EXPECT_EQ(st.st_mode & 0777, TestProbe().SandboxesRunAsOwnUids() ? 0711u : 0700u);
 
   ExecOk("persist", "mkdir sub && cd sub; export V=42; f() { echo fn-$1; }");
   json j = ExecOk("persist", "pwd; echo $V; f x");
