@@ -304,7 +304,8 @@ int AwaitCommand(const ChildPlan& p, ChildPlan* command) {
 // The command's own steps, in the process that becomes it: the main
 // process itself, or (with namespaces) the child of the pid namespace's
 // init. Privileges go in order: capabilities, then no_new_privs (which
-// Landlock needs), Landlock (first, where the ids change: see below), and
+// Landlock needs), a session keyring of its own, Landlock (no_new_privs and
+// Landlock first, where the ids change: see below), and
 // seccomp last of all, since it refuses the very calls the steps before
 // it make. The rlimits come after the inherited descriptors are closed:
 // Landlock opens one per rule, which a small --open-files would refuse
@@ -316,13 +317,18 @@ int AwaitCommand(const ChildPlan& p, ChildPlan* command) {
   // A sandbox that becomes a uid of its own takes its Landlock domain
   // first, while it is still root: the rules open their paths here, and
   // the workspace under a daemon's 0700 state directory is closed to the
-  // new uid. (Root may restrict itself without no_new_privs; the domain
-  // does not govern the id change.)
+  // new uid. no_new_privs comes before it: Landlock needs it of a root
+  // without CAP_SYS_ADMIN (a container's), and it does not stop the id
+  // change (it governs execve), nor does the domain.
   const bool landlock_first = p.switch_ids && !p.confined;
-  if (landlock_first) CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
+  if (landlock_first) {
+    CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
+    CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
+  }
   if (p.drop_privileges && !p.confined) {
     CORDON_STEP(SetupStep::kCapabilities, DropCapabilities(p.switch_ids ? &p.ids : nullptr));
-    CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
+    if (!landlock_first) CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
+    CORDON_STEP(SetupStep::kKeyring, NewSessionKeyring());
   }
   if (!p.confined && !landlock_first) CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
   CORDON_STEP(SetupStep::kCloseFds, CloseInheritedFds());
@@ -385,6 +391,7 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
     if (p.drop_privileges) {
       CORDON_STEP(SetupStep::kCapabilities, DropCapabilities());
       CORDON_STEP(SetupStep::kNoNewPrivs, SetNoNewPrivs());
+      CORDON_STEP(SetupStep::kKeyring, NewSessionKeyring());
     }
     CORDON_STEP(SetupStep::kLandlock, ApplyLandlock(p.landlock));
     CORDON_STEP(SetupStep::kSeccomp, InstallSeccomp(p.seccomp));
@@ -555,6 +562,8 @@ std::string_view SetupStepName(SetupStep step) {
       return "landlock";
     case SetupStep::kSeccomp:
       return "seccomp";
+    case SetupStep::kKeyring:
+      return "keyring";
   }
   return "unknown";
 }

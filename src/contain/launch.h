@@ -44,6 +44,7 @@ enum class SetupStep : int32_t {
   kNoNewPrivs,
   kLandlock,
   kSeccomp,  // the very last step before execve: it forbids the ones above
+  kKeyring,  // a session keyring of its own (numbered last: it came last)
 };
 
 std::string_view SetupStepName(SetupStep step);

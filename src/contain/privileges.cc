@@ -1,6 +1,7 @@
 #include "contain/privileges.h"
 
 #include <linux/capability.h>
+#include <linux/keyctl.h>
 #include <linux/securebits.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -45,5 +46,10 @@ int DropCapabilities(const OwnIds* become) {
 }
 
 int SetNoNewPrivs() { return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 ? 0 : errno; }
+
+int NewSessionKeyring() {
+  if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) >= 0) return 0;
+  return errno == ENOSYS ? 0 : errno;
+}
 
 }  // namespace cordon::contain

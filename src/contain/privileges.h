@@ -28,4 +28,11 @@ int DropCapabilities(const OwnIds* become = nullptr);
 // file capabilities). Landlock and an unprivileged seccomp filter need it.
 int SetNoNewPrivs();
 
+// keyctl(KEYCTL_JOIN_SESSION_KEYRING): a session keyring of the sandbox's
+// own, new and empty. Keys are not namespaced: the caller's session
+// keyring, inherited, would leave its keys in the command's possession,
+// and /proc/keys lists every key its reader may view. (0 where the kernel
+// has no keys: there is nothing to possess.)
+int NewSessionKeyring();
+
 }  // namespace cordon::contain

@@ -344,15 +344,19 @@ class RootWithoutNamespacesCliTest : public CliTest {
     if (!TestProbe().isolation.map_ids)
       GTEST_SKIP() << "this root cannot give a sandbox a uid of its own";
   }
-  // In a mount namespace of its own, with `masked_` covered.
+  // In a mount namespace of its own, with `masked_` covered; and with
+  // `without_sys_admin_`, as a container's root: CAP_SYS_ADMIN out of the
+  // bounding set (podman's and Docker's defaults leave it out).
   std::vector<std::string> Prefix() const {
+    const std::string then =
+        without_sys_admin_ ? "exec /usr/bin/setpriv --bounding-set -sys_admin " : "exec ";
     return {"/usr/bin/unshare",
             "--mount",
             "--propagation",
             "private",
             "/bin/sh",
             "-c",
-            "mount --bind /dev/null " + masked_ + " && exec \"$0\" \"$@\""};
+            "mount --bind /dev/null " + masked_ + " && " + then + "\"$0\" \"$@\""};
   }
   // The probe's privileges, where it finds namespaces unusable; else null.
   json Privileges() {
@@ -365,7 +369,33 @@ class RootWithoutNamespacesCliTest : public CliTest {
     return nullptr;
   }
   std::string masked_;
+  bool without_sys_admin_ = false;
 };
+
+// A container's root has no CAP_SYS_ADMIN, and Landlock then needs
+// no_new_privs before the domain (podman's default container found it).
+TEST_F(RootWithoutNamespacesCliTest, AContainersRootWithoutSysAdminRunsItsSandboxAsALeasedUid) {
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "/usr/bin/setpriv is not installed";
+  without_sys_admin_ = true;
+  Ran r = Cordon(RunArgs({"--json", "--shell",
+                          "id -u; grep ^CapEff /proc/self/status; "
+                          "test -w /proc/sys/kernel/core_pattern && echo writable || echo kept"}),
+                 "", Prefix())
+              .Wait();
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  json j = r.Json();
+  EXPECT_EQ(j["grant"]["mechanisms"]["privileges"], "leased_uid+no_new_privs") << j;
+  EXPECT_EQ(j["grant"]["mechanisms"]["filesystem"], "landlock") << j;
+  std::istringstream lines(j["stdout"].get<std::string>());
+  std::string uid, caps, core_pattern;
+  std::getline(lines, uid);
+  std::getline(lines, caps);
+  std::getline(lines, core_pattern);
+  ASSERT_FALSE(uid.empty()) << j;
+  EXPECT_GE(std::stoul(uid), contain::kDefaultIdRange.first) << j;
+  EXPECT_EQ(caps, "CapEff:\t0000000000000000") << j;
+  EXPECT_EQ(core_pattern, "kept") << j;
+}
 
 TEST_F(RootWithoutNamespacesCliTest, TheSandboxRunsAsALeasedUidAndRootsFilesStayRoots) {
   json privileges = Privileges();
