@@ -58,6 +58,21 @@ void SweepScratch(const std::string& dir) {
   for (const auto& path : images) std::filesystem::remove(path, ec);
 }
 
+// The first directory above `dir` that does not let other users through
+// (no o+x), or "" when every one does: a sandbox that runs as a uid of its
+// own without a mount namespace reaches its workspace by host path.
+std::string FirstClosedAncestor(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path path = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) return "";
+  while (path.has_relative_path()) {
+    path = path.parent_path();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) return path.string();
+  }
+  return "";
+}
+
 }  // namespace
 
 struct Daemon::Impl {
@@ -417,9 +432,34 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   // reach their workspaces by host path (HOME, a temporary file beside
   // the working directory): the state directory lets them pass (0711),
   // never list; what is in it stays the daemon's own.
-  if (d.probe.SandboxesRunAsOwnUids() && ::chmod(d.options.state_dir.c_str(), 0711) != 0) {
-    Log("warning", "state_dir_not_passable",
-        {{"state_dir", d.options.state_dir}, {"error", std::strerror(errno)}});
+  if (d.probe.SandboxesRunAsOwnUids()) {
+    if (::chmod(d.options.state_dir.c_str(), 0711) != 0) {
+      Log("warning", "state_dir_not_passable",
+          {{"state_dir", d.options.state_dir}, {"error", std::strerror(errno)}});
+    } else if (std::string closed = FirstClosedAncestor(d.options.state_dir); !closed.empty()) {
+      Log("warning", "state_dir_not_reachable",
+          {{"state_dir", d.options.state_dir},
+           {"directory", closed},
+           {"message",
+            "sandboxes run as uids of their own here (no user namespace) and reach "
+            "their workspaces by host path, but " +
+                closed +
+                " does not let other users through: HOME and every absolute path "
+                "into a workspace fail in them; fix: chmod o+x " +
+                closed + ", or choose a state directory whose parents do"}});
+    }
+  }
+  // A warm sandbox sees its workspace at /workspace whatever the directory
+  // is renamed to at hand-out; without namespaces it would keep the host
+  // path of the pool's, so every create and run starts cold.
+  if (!d.probe.isolation.namespaces.available &&
+      (d.options.gateway.prespawn || d.options.sessions.prespawn_shells ||
+       d.options.prespawn_runs)) {
+    Log("warning", "warm_pools_off",
+        {{"why", "sandboxes have no namespaces here: " + d.probe.isolation.namespaces.problem},
+         {"prespawn", d.options.gateway.prespawn},
+         {"prespawn_shells", d.options.sessions.prespawn_shells},
+         {"prespawn_runs", d.options.prespawn_runs}});
   }
 
   // Recovery: every tree an earlier daemon left is torn down (verified,

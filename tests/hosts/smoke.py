@@ -294,8 +294,9 @@ def refused_when_asked(cap):
 # The daemon, through curl.
 
 class Daemon:
-    def __init__(self, state):
+    def __init__(self, state, tag="daemon"):
         self.state = state
+        self.tag = tag
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -305,7 +306,7 @@ class Daemon:
 
     def start(self, within=120):
         os.makedirs(self.state, mode=0o700, exist_ok=True)
-        logf = open(os.path.join(args.out, f"daemon-{len(self.logs)}.log"), "w")
+        logf = open(os.path.join(args.out, f"{self.tag}-{len(self.logs)}.log"), "w")
         self.logs.append(logf.name)
         self.proc = subprocess.Popen(
             # Under TCG ipykernel's imports alone take 50-90 s.
@@ -433,7 +434,25 @@ rc, r, e = cordon_run([], ["/bin/echo", "hello from a cell"])
 step("cordon run", rc == 0 and r and r.get("stdout") == "hello from a cell\n" and (r.get("release") or {}).get("dead"),
      why(rc, r, e))
 
-# The daemon.
+# The daemon. Where its sandboxes run as uids of their own without a mount
+# namespace (no user namespace), they reach their workspaces by host path:
+# the directory above the daemon's state directory (0700, as systemd's
+# StateDirectoryMode= makes it) must let them through, as the shipped unit's
+# /var/lib does. The daemon says so at start when it does not
+# (state_dir_not_reachable), and that is checked first.
+own_uids = any(c["capability"] == "privileges" and "leased_uid" in (c.get("mechanism") or "")
+               for c in probe.get("capabilities", []))
+if own_uids:
+    os.makedirs(DAEMON_STATE, exist_ok=True)
+    os.chmod(STATE, 0o700)
+    closed = Daemon(DAEMON_STATE, tag="daemon-closed")
+    ok, detail = closed.start()
+    closed.stop()
+    with open(closed.logs[-1]) as f:
+        said = [line for line in f if "state_dir_not_reachable" in line]
+    step("daemon warns of a state directory its sandboxes cannot reach", ok and bool(said),
+         detail if not ok else f"{STATE} is 0700: {short(said[0] if said else closed.log_tail(), 300)}")
+    os.chmod(STATE, 0o711)
 daemon = Daemon(DAEMON_STATE)
 ok, detail = daemon.start()
 step("daemon start", ok, detail)
