@@ -1,6 +1,7 @@
 """A real `cordon serve` for the Python tests and benchmarks, and the /proc
 and cgroup helpers they check processes with. Only processes the tests
 started are looked at or signalled (by pid); nothing is found by name."""
+import functools
 import json
 import os
 import signal
@@ -145,25 +146,79 @@ def wait_for(predicate, within=20.0):
     return predicate()
 
 
-def in_namespace(ns):
-    """The host pids of the live processes in a pid namespace, named as a
-    sandbox prints it (`readlink /proc/self/ns/pid`): how a test sees an
-    isolated tree, whose own pids mean nothing outside."""
-    ns = ns.strip()
-    pids = []
-    for p in os.listdir("/proc"):
-        try:
-            if p.isdigit() and os.readlink(f"/proc/{p}/ns/pid") == ns and alive(int(p)):
-                pids.append(int(p))
-        except OSError:
-            pass
-    return pids
+# What a sandbox's shell prints to name its tree: its pid namespace and its
+# own pid (sandbox_tree()).
+PRINT_TREE = "readlink /proc/$$/ns/pid; echo $$"
 
 
-# How many of a session's init, its shell and an escapee a test sees by
-# their pid namespace: an unprivileged test cannot read the namespace link
-# of the init, which is undumpable.
-VISIBLE_TREE = 3 if os.geteuid() == 0 else 2
+def sandbox_tree(printed):
+    """The identities (identity()) of the live processes of the sandbox whose
+    shell printed `printed` (PRINT_TREE): how a test sees a tree from the
+    host. With a pid namespace, the processes in it (its own pids mean
+    nothing outside); without one (no user namespace), the shell's pid is
+    the host's, and the tree is every process in its cgroups. A test takes
+    this snapshot while the tree lives and later asks still_running() about
+    these very processes: a namespace's number is reused once it is gone."""
+    ns, _, shell = printed.strip().partition("\n")
+    if ns != os.readlink("/proc/self/ns/pid"):
+        def member(p):
+            try:
+                return os.readlink(f"/proc/{p}/ns/pid") == ns
+            except OSError:
+                return False
+    else:
+        cgroups = read_proc(int(shell), "cgroup") if shell.strip().isdigit() else b""
+        if not cgroups or cgroups == read_proc(os.getpid(), "cgroup"):
+            return []
+
+        def member(p):
+            return read_proc(p, "cgroup") == cgroups
+    return [i for i in (identity(p) for p in live_pids() if member(p)) if i]
+
+
+def any_running(tree):
+    """Whether any process of a sandbox_tree() snapshot still runs."""
+    return any(still_running(i) for i in tree)
+
+
+@functools.cache
+def sandbox_namespaces():
+    """Whether sandboxes get namespaces of their own here (`cordon probe`):
+    without them there is no init in a session's tree, and no warm pool."""
+    probe = json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
+                                      capture_output=True, text=True, check=True).stdout)
+    return probe["isolation"]["namespaces"]
+
+
+@functools.cache
+def sandboxes_run_as_own_uids():
+    """Whether a root daemon's sandboxes run as uids of their own without a
+    mount namespace here (no user namespace): they reach their workspaces
+    by host path then."""
+    probe = json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
+                                      capture_output=True, text=True, check=True).stdout)
+    return any(c["capability"] == "privileges" and c.get("mechanism", "").startswith("leased_uid")
+               for c in probe["capabilities"])
+
+
+def make_passable(path):
+    """Lets other users through `path` and the directories of ours above it
+    in /tmp (o+x, not listing), as an operator's state directory must where
+    sandboxes run as uids of their own (cordon serve warns otherwise:
+    state_dir_not_reachable)."""
+    path = os.path.abspath(path)
+    while path.startswith("/tmp/"):
+        st = os.stat(path)
+        if st.st_uid == os.geteuid():
+            os.chmod(path, (st.st_mode & 0o7777) | 0o011)
+        path = os.path.dirname(path)
+
+
+def visible_tree():
+    """How many of a session's init, its shell and an escapee a test sees:
+    an unprivileged test cannot read the namespace link of the init, which
+    is undumpable; without namespaces there is no init."""
+    return 3 if os.geteuid() == 0 and sandbox_namespaces() else 2
 
 
 def live_pids():
@@ -237,6 +292,8 @@ class Daemon:
     def __init__(self, state_dir, *extra, cgroup_root=CGROUP_ROOT, env=None, binary=None):
         self.state_dir = str(state_dir)
         os.makedirs(os.path.dirname(self.state_dir), exist_ok=True)
+        if sandboxes_run_as_own_uids():
+            make_passable(os.path.dirname(self.state_dir))
         self.cgroup_root = cgroup_root
         self.log_path = os.path.join(os.path.dirname(self.state_dir), "daemon.log")
         self.log = open(self.log_path, "ab")

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "closure/sha256.h"
@@ -41,26 +42,57 @@ struct Process {
   uint64_t start_ticks;
 };
 
-// The live processes of a pid namespace named as a sandbox prints it
-// (`readlink /proc/self/ns/pid`, "pid:[INODE]"): how a test sees an isolated
-// tree, whose own pids mean nothing outside, from the host. A namespace's
-// number is reused once it is gone (other tests and builds make namespaces
-// too), so a test takes this snapshot while the namespace lives and later
-// asks StillRunning() about these very processes, never the number again.
-// Tests name it by the shell's `$$`, not by a background job's `$!`:
-// `setsid` forks when it leads a process group, and its first process may be
-// gone by then (while that fork is under way there are four processes).
-std::vector<Process> ProcessesInNamespace(std::string ns) {
-  while (!ns.empty() && ns.back() == '\n') ns.pop_back();
+// Whether sandboxes get namespaces of their own here. Where they cannot (user
+// namespaces refused), a sandbox keeps the host's pid numbers, hostname and
+// paths: its workspace is where the daemon made it.
+bool SandboxNamespaces() { return TestProbe().isolation.namespaces.available; }
+
+// Where a sandbox sees the workspace at `host_path`.
+std::string SandboxPath(const std::string& host_path) {
+  return SandboxNamespaces() ? "/workspace" : host_path;
+}
+
+// What a sandbox's shell prints to name its tree: its pid namespace and its
+// own pid, for SandboxTree().
+const std::string kPrintTree = "readlink /proc/$$/ns/pid; echo $$";
+
+// A process's cgroups, as /proc/PID/cgroup lists them ("" once it is gone).
+std::string CgroupsOf(pid_t pid) { return Slurp("/proc/" + std::to_string(pid) + "/cgroup"); }
+
+// The live processes of the sandbox whose shell printed `printed`
+// (kPrintTree): how a test sees a tree from the host. With a pid namespace,
+// the processes in it (its own pids mean nothing outside); without one, the
+// shell's pid is the host's, and the tree is every process in its cgroups.
+// A namespace's number is reused once it is gone (other tests and builds
+// make namespaces too), so a test takes this snapshot while the tree lives
+// and later asks StillRunning() about these very processes, never the
+// number again. Tests name it by the shell's `$$`, not by a background
+// job's `$!`: `setsid` forks when it leads a process group, and its first
+// process may be gone by then (while that fork is under way there are four
+// processes).
+std::vector<Process> SandboxTree(const std::string& printed) {
+  std::istringstream lines(printed);
+  std::string ns, shell;
+  std::getline(lines, ns);
+  std::getline(lines, shell);
+  const bool own_namespace = ns != std::filesystem::read_symlink("/proc/self/ns/pid").string();
+  const std::string cgroups =
+      own_namespace || shell.empty() ? "" : CgroupsOf(static_cast<pid_t>(std::stoi(shell)));
+  if (!own_namespace && (cgroups.empty() || cgroups == CgroupsOf(::getpid()))) return {};
   std::vector<Process> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code e2;
-    auto link = std::filesystem::read_symlink(entry.path() / "ns" / "pid", e2);
-    if (e2 || link != ns) continue;
-    auto st = proc::ReadStat(std::stoi(name));
+    const pid_t pid = std::stoi(name);
+    if (own_namespace) {
+      std::error_code e2;
+      auto link = std::filesystem::read_symlink(entry.path() / "ns" / "pid", e2);
+      if (e2 || link != ns) continue;
+    } else if (CgroupsOf(pid) != cgroups) {
+      continue;
+    }
+    auto st = proc::ReadStat(pid);
     if (st && !st->exited()) out.push_back({st->pid, st->start_ticks});
   }
   return out;
@@ -104,16 +136,17 @@ std::vector<pid_t> ProcessesInTestCgroups(const std::string& comm) {
 
 std::string Sha256(const std::string& bytes) { return *closure::Sha256Hex(bytes); }
 
-// How many of a session's init, its shell and an escapee the test can see
-// by their pid namespace: an unprivileged test cannot read the namespace
-// link of the init, which is undumpable (ptrace access is refused).
-size_t VisibleTree() { return ::geteuid() == 0 ? 3u : 2u; }
+// How many of a session's init, its shell and an escapee the test can see:
+// an unprivileged test cannot read the namespace link of the init, which is
+// undumpable (ptrace access is refused); without namespaces there is no init.
+size_t VisibleTree() { return ::geteuid() == 0 && SandboxNamespaces() ? 3u : 2u; }
 
-// The warm shells `cordon serve` keeps by default (--prespawn-shells).
-constexpr size_t kPoolShells = 2;
-
-// The warm sandboxes `cordon serve` keeps for runs by default (--prespawn-runs).
-constexpr size_t kPoolRuns = 2;
+// The warm shells and run sandboxes `cordon serve` keeps by default
+// (--prespawn-shells, --prespawn-runs): none where sandboxes have no
+// namespaces, since a warm sandbox sees its workspace at /workspace whatever
+// it is renamed to.
+size_t PoolShells() { return SandboxNamespaces() ? 2u : 0u; }
+size_t PoolRuns() { return SandboxNamespaces() ? 2u : 0u; }
 
 bool PoolOwner(const std::string& owner) { return owner == "session-pool" || owner == "run-pool"; }
 
@@ -311,15 +344,25 @@ TEST_F(DaemonTest, ARunReturnsTheRunResult) {
                    .Json();
   EXPECT_EQ(shell["exit_code"], 3);
   // No workspace given: a fresh, empty one, at /workspace in the sandbox that
-  // a run gets by default.
-  EXPECT_EQ(shell["stdout"], "/workspace\n0\nhello") << shell;
+  // a run gets by default (without namespaces, at its host path).
+  const std::string out = shell["stdout"];
+  if (SandboxNamespaces()) {
+    EXPECT_EQ(out, "/workspace\n0\nhello") << shell;
+  } else {
+    EXPECT_TRUE(out.starts_with(daemon_.state_dir() + "/scratch/") && out.ends_with("\n0\nhello"))
+        << shell;
+  }
   // (Landlock came in 5.13: before, the mount namespace alone.)
-  EXPECT_EQ(shell["grant"]["mechanisms"]["filesystem"],
-            TestProbe().isolation.landlock_abi > 0 ? "mount_namespace+landlock" : "mount_namespace")
-      << shell;
+  std::string filesystem = SandboxNamespaces() ? "mount_namespace" : "";
+  if (TestProbe().isolation.landlock_abi > 0)
+    filesystem += filesystem.empty() ? "landlock" : "+landlock";
+  EXPECT_EQ(shell["grant"]["mechanisms"]["filesystem"], filesystem) << shell;
   json bare = client_.Post("/v1/runs", {{"shell", "pwd; hostname"}, {"isolation", "none"}}).Json();
   EXPECT_NE(bare["stdout"].get<std::string>().find("/scratch/"), std::string::npos) << bare;
-  EXPECT_EQ(client_.Post("/v1/runs", {{"argv", {"/bin/hostname"}}}).Json()["stdout"], "cordon\n");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  EXPECT_EQ(client_.Post("/v1/runs", {{"argv", {"/bin/hostname"}}}).Json()["stdout"],
+            (SandboxNamespaces() ? "cordon" : std::string(host)) + "\n");
 
   json timed = client_
                    .Post("/v1/runs", {{"argv", {"/bin/sleep", "30"}},
@@ -415,12 +458,14 @@ TEST_F(DaemonTest, SessionStatePersistsAndTheEnvironmentIsTheAllowlist) {
 
   ExecOk("persist", "mkdir sub && cd sub; export V=42; f() { echo fn-$1; }");
   json j = ExecOk("persist", "pwd; echo $V; f x");
-  EXPECT_EQ(j["stdout"], "/workspace/sub\n42\nfn-x\n");
+  EXPECT_EQ(j["stdout"], SandboxPath(ws) + "/sub\n42\nfn-x\n");
   EXPECT_EQ(j["exit_code"], 0);
   json env = ExecOk("persist", "env | grep -v -e ^PWD= -e ^OLDPWD= -e ^SHLVL= -e ^_= | sort");
-  EXPECT_EQ(env["stdout"],
-            "HOME=/workspace\nLANG=C.UTF-8\nMINE=declared\n"
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nTERM=dumb\nV=42\n");
+  EXPECT_EQ(
+      env["stdout"],
+      "HOME=" + SandboxPath(ws) +
+          "\nLANG=C.UTF-8\nMINE=declared\n"
+          "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nTERM=dumb\nV=42\n");
   json status = ExecOk("persist", "echo out; echo err >&2; (exit 5)");
   EXPECT_EQ(status["exit_code"], 5);
   EXPECT_EQ(status["stdout"], "out\n");
@@ -518,8 +563,8 @@ TEST_F(DaemonTest, TimeoutLadderKeepsAShellThatComesBack) {
 TEST_F(DaemonTest, TimeoutLadderInvalidatesAShellThatDoesNotAndANewGenerationStartsClean) {
   json first = Create("ladder", {{"limits", {{"grace_ms", 300}}}});
   std::string ns =
-      ExecOk("ladder", "echo old > old.txt; setsid sleep 300 & readlink /proc/$$/ns/pid")["stdout"];
-  std::vector<Process> tree = ProcessesInNamespace(ns);
+      ExecOk("ladder", "echo old > old.txt; setsid sleep 300 & " + kPrintTree)["stdout"];
+  std::vector<Process> tree = SandboxTree(ns);
   ASSERT_GE(tree.size(), VisibleTree()) << ns << " (init, the shell, the escapee)";
   // The shell ignores SIGINT from now on: it cannot come back.
   json j = ExecOk("ladder", "trap '' INT; sleep 30", {{"timeout_ms", 200}});
@@ -552,7 +597,7 @@ TEST_F(DaemonTest, ACommandThatExitsTheShellGetsAFreshOne) {
   EXPECT_EQ(j["stdout"], "bye\n");
   EXPECT_EQ(j["shell_restarted"], true);
   json after = ExecOk("exit", "echo Z=$Z; pwd; cat kept.txt");
-  EXPECT_EQ(after["stdout"], "Z=\n/workspace\nkeep\n");
+  EXPECT_EQ(after["stdout"], "Z=\n" + SandboxPath(daemon_.Workspace("exit")) + "\nkeep\n");
   EXPECT_EQ(after["shell_restarted"], false);
 }
 
@@ -576,18 +621,18 @@ TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
   // session's shell and the pool's, and every runtime started is a grant.
   ASSERT_TRUE(Eventually([&] {
     json health = client_.Get("/v1/health").Json();
-    return health.value("shells_warm", 0) == int(kPoolShells) &&
-           health.value("runs_warm", 0) == int(kPoolRuns);
+    return health.value("shells_warm", 0) == int(PoolShells()) &&
+           health.value("runs_warm", 0) == int(PoolRuns());
   }));
   // (Counted by their cgroups, where there are any for this user.)
   if (NoTreeWithoutIsolation().empty()) {
-    EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u + kPoolShells);
+    EXPECT_EQ(ProcessesInTestCgroups("bash").size(), 1u + PoolShells());
   }
   auto store = store::Store::Open(daemon_.state_dir());
   ASSERT_TRUE(store);
   auto recorded = store->ListGrants(true).value();
   std::erase_if(recorded, [](const auto& g) { return g.owner == "run-pool"; });
-  EXPECT_EQ(recorded.size(), 1u + kPoolShells);
+  EXPECT_EQ(recorded.size(), 1u + PoolShells());
   EXPECT_EQ(std::count_if(recorded.begin(), recorded.end(),
                           [](const auto& g) { return g.owner == "session:once"; }),
             1);
@@ -712,8 +757,17 @@ TEST_F(DaemonTest, FilesAreSharedBothWaysWithAnIsolatedSession) {
   Create("owned");  // standard isolation: the sandbox's root is an id of its own outside
   ASSERT_EQ(client_.Request("PUT", "/v1/sessions/owned/files/in/up.txt", "uploaded\n").status, 201);
   json j = ExecOk("owned",
-                  "echo changed >> in/up.txt && stat -c %u in/up.txt && echo made > in/made.txt");
-  EXPECT_EQ(j["stdout"], "0\n") << j;  // the uploaded file is the sandbox root's to change
+                  "echo changed >> in/up.txt && stat -c %u in/up.txt && id -u && "
+                  "echo made > in/made.txt");
+  // The uploaded file is the sandbox's own user's to change: its root, or
+  // without a user namespace the uid it runs as.
+  std::istringstream ids(j["stdout"].get<std::string>());
+  std::string owner, self;
+  ids >> owner >> self;
+  EXPECT_EQ(owner, self) << j;
+  if (SandboxNamespaces()) {
+    EXPECT_EQ(self, "0") << j;
+  }
   EXPECT_EQ(client_.Get("/v1/sessions/owned/files/in/up.txt").body, "uploaded\nchanged\n");
   EXPECT_EQ(client_.Get("/v1/sessions/owned/files/in/made.txt").body, "made\n");
   // What the sandbox made belongs to the workspace's owner outside, not to
@@ -771,9 +825,9 @@ TEST(DaemonRecoveryTest, AfterSigkillARestartReapsEverythingAndSessionsAreLost) 
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", "fresh"}}).status, 201);
     c.Post("/v1/sessions/fresh/exec", {{"command", "echo old > old.txt"}});
     ns = c.Post("/v1/sessions/keep/exec",
-                {{"command", "echo data > file.txt; setsid sleep 300 & readlink /proc/$$/ns/pid"}})
+                {{"command", "echo data > file.txt; setsid sleep 300 & " + kPrintTree}})
              .Json()["stdout"];
-    tree = ProcessesInNamespace(ns);
+    tree = SandboxTree(ns);
     ASSERT_GE(tree.size(), VisibleTree()) << ns;
     RawConnection run(first.url());
     std::string body = json({{"shell", "echo $$ > " + (work / "run.pid") + "; exec sleep 300"},
@@ -844,9 +898,8 @@ TEST(DaemonLifecycleTest, IdleSessionsAreCulledWithVerifiedTeardown) {
   HttpClient c = daemon.Client();
   ASSERT_EQ(c.Post("/v1/sessions", {{"id", "idle"}, {"ttl_s", 1}}).status, 201);
   ASSERT_EQ(c.Post("/v1/sessions", {{"id", "busy"}, {"ttl_s", 60}}).status, 201);
-  std::string ns =
-      c.Post("/v1/sessions/idle/exec", {{"command", "readlink /proc/$$/ns/pid"}}).Json()["stdout"];
-  std::vector<Process> tree = ProcessesInNamespace(ns);
+  std::string ns = c.Post("/v1/sessions/idle/exec", {{"command", kPrintTree}}).Json()["stdout"];
+  std::vector<Process> tree = SandboxTree(ns);
   ASSERT_FALSE(tree.empty()) << ns;
   ASSERT_TRUE(Eventually([&] { return c.Get("/v1/sessions/idle").Json()["state"] == "closed"; }));
   EXPECT_TRUE(AllEnded(tree));
@@ -865,9 +918,9 @@ TEST(DaemonLifecycleTest, SigtermTearsEverythingDownAndExitsZero) {
   for (const char* id : {"one", "two"}) {
     ASSERT_EQ(c.Post("/v1/sessions", {{"id", id}}).status, 201);
     std::string ns = c.Post("/v1/sessions/" + std::string(id) + "/exec",
-                            {{"command", "setsid sleep 300 & readlink /proc/$$/ns/pid"}})
+                            {{"command", "setsid sleep 300 & " + kPrintTree}})
                          .Json()["stdout"];
-    trees.push_back(ProcessesInNamespace(ns));
+    trees.push_back(SandboxTree(ns));
     ASSERT_GE(trees.back().size(), VisibleTree()) << ns;
   }
   RawConnection run(daemon.url());
