@@ -49,7 +49,14 @@ int SetNoNewPrivs() { return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 ? 0 :
 
 int NewSessionKeyring() {
   if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) >= 0) return 0;
-  return errno == ENOSYS ? 0 : errno;
+  // Not an error to stop a launch for: ENOSYS, a kernel without keys;
+  // EPERM, a container's filter that refuses keyctl (Docker's and
+  // containerd's defaults), which its runtime gave a session keyring of
+  // its own; EDQUOT, the per-uid key quota (200 by default) full, which
+  // only a uid that many sandboxes share can reach: the caller's own,
+  // whose keys are its sandboxes' to view anyway. A sandbox's own uid, as
+  // root's leased ones, starts with an empty quota.
+  return errno == ENOSYS || errno == EPERM || errno == EDQUOT ? 0 : errno;
 }
 
 }  // namespace cordon::contain

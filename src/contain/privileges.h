@@ -31,8 +31,8 @@ int SetNoNewPrivs();
 // keyctl(KEYCTL_JOIN_SESSION_KEYRING): a session keyring of the sandbox's
 // own, new and empty. Keys are not namespaced: the caller's session
 // keyring, inherited, would leave its keys in the command's possession,
-// and /proc/keys lists every key its reader may view. (0 where the kernel
-// has no keys: there is nothing to possess.)
+// and /proc/keys lists every key its reader may view. (0 where keys are
+// not to be had: see privileges.cc.)
 int NewSessionKeyring();
 
 }  // namespace cordon::contain
