@@ -84,14 +84,18 @@ def pids_in_cgroup_tree(cgroup_root):
     return {p for p in pids if alive(p)}
 
 
+@functools.cache
+def probe():
+    """`cordon probe --json` under the tests' cgroup root, once per run."""
+    return json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
 def cgroups_hold_trees():
-    """Whether cordon's cgroups hold a run's tree here without isolation
-    (`cordon probe`, under the tests' cgroup root): not for an unprivileged
-    user without a delegated group, where nothing a test starts is in a
-    cgroup to be counted by."""
-    probe = json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
-                                      capture_output=True, text=True, check=True).stdout)
-    return probe["teardown"]["unisolated"] != "process_group"
+    """Whether cordon's cgroups hold a run's tree here without isolation:
+    not for an unprivileged user without a delegated group, where nothing a
+    test starts is in a cgroup to be counted by."""
+    return probe()["teardown"]["unisolated"] != "process_group"
 
 
 def alive(pid):
@@ -181,24 +185,18 @@ def any_running(tree):
     return any(still_running(i) for i in tree)
 
 
-@functools.cache
 def sandbox_namespaces():
-    """Whether sandboxes get namespaces of their own here (`cordon probe`):
-    without them there is no init in a session's tree, and no warm pool."""
-    probe = json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
-                                      capture_output=True, text=True, check=True).stdout)
-    return probe["isolation"]["namespaces"]
+    """Whether sandboxes get namespaces of their own here: without them
+    there is no init in a session's tree, and no warm pool."""
+    return probe()["isolation"]["namespaces"]
 
 
-@functools.cache
 def sandboxes_run_as_own_uids():
     """Whether a root daemon's sandboxes run as uids of their own without a
     mount namespace here (no user namespace): they reach their workspaces
     by host path then."""
-    probe = json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
-                                      capture_output=True, text=True, check=True).stdout)
-    return any(c["capability"] == "privileges" and c.get("mechanism", "").startswith("leased_uid")
-               for c in probe["capabilities"])
+    return any(c["capability"] == "privileges" and (c.get("mechanism") or "").startswith("leased_uid")
+               for c in probe()["capabilities"])
 
 
 def make_passable(path):

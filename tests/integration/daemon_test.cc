@@ -42,11 +42,6 @@ struct Process {
   uint64_t start_ticks;
 };
 
-// Whether sandboxes get namespaces of their own here. Where they cannot (user
-// namespaces refused), a sandbox keeps the host's pid numbers, hostname and
-// paths: its workspace is where the daemon made it.
-bool SandboxNamespaces() { return TestProbe().isolation.namespaces.available; }
-
 // Where a sandbox sees the workspace at `host_path`.
 std::string SandboxPath(const std::string& host_path) {
   return SandboxNamespaces() ? "/workspace" : host_path;

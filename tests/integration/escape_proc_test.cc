@@ -300,9 +300,8 @@ TEST_P(ProcEscapeTest, PidOneCannotBeReadFromTheCommandsFirstInstruction) {
     std::filesystem::copy_file(Probe(), workspace / "try-syscall");
     // (Without namespaces the workspace keeps its host path, and pid 1 is
     // the host's init: the sandbox's uid must not read it either.)
-    const std::string probe = TestProbe().isolation.namespaces.available
-                                  ? "/workspace/try-syscall"
-                                  : workspace / "try-syscall";
+    const std::string probe =
+        SandboxNamespaces() ? "/workspace/try-syscall" : workspace / "try-syscall";
     ::chmod((workspace / "try-syscall").c_str(), 0755);
     ::setenv("CORDON_TEST_PROC1_CANARY", canary.c_str(), 1);
     DaemonProcess daemon;
@@ -426,7 +425,7 @@ TEST_P(ProcEscapeTest, CanariesOfTheSupervisorAndDaemonNeverShowInside) {
     }
     // (Without namespaces there is no init, and host processes show, the
     // daemon among them: process_view is degraded, and says so.)
-    const bool own_view = TestProbe().isolation.namespaces.available;
+    const bool own_view = SandboxNamespaces();
     const bool view = Enforced(json::parse(run.body, nullptr, false), "process_view");
     if (own_view) {
       EXPECT_GE(inits, 1) << "the session's init was not found";

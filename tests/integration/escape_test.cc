@@ -654,7 +654,7 @@ TEST(IdmappedWorkspaceTest, AWorkspaceOwnedBySomeoneElseStaysTheirs) {
               .Wait();
   json j = json::parse(r.out);
   struct stat st {};
-  const bool own_view = TestProbe().isolation.namespaces.available;
+  const bool own_view = SandboxNamespaces();
   if (own_view && KernelIdmaps(work.path())) {
     ASSERT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_TRUE(j["warnings"].empty()) << j["warnings"];  // idmapping worked

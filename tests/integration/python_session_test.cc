@@ -372,7 +372,7 @@ TEST(PythonIsolationTest, TwoKernelsCannotSeeEachOthersWorkspaces) {
   json r = c.Post("/v1/sessions/b/exec", {{"code", code}}).Json();
   // Without namespaces the state directory is there by its host path (the
   // sandboxes pass through it to their workspaces), never listable.
-  const bool own_view = TestProbe().isolation.namespaces.available;
+  const bool own_view = SandboxNamespaces();
   EXPECT_EQ(r["stdout"], std::string("False\n") + (own_view ? "False" : "True") + "\nclosed\n[]\n")
       << r.dump();
 }

@@ -114,6 +114,8 @@ const contain::Probe& TestProbe() {
   return probe;
 }
 
+bool SandboxNamespaces() { return TestProbe().isolation.namespaces.available; }
+
 std::string NoTreeWithoutIsolation() {
   const contain::CapabilityStatus& tree =
       TestProbe().StatusFor(contain::Capability::kProcessTree, false);

@@ -71,6 +71,11 @@ const std::string& CgroupRoot();
 // The host's probe, with cordon's groups under CgroupRoot().
 const contain::Probe& TestProbe();
 
+// Whether sandboxes get namespaces of their own here. Where they cannot
+// (user namespaces refused), a sandbox keeps the host's pids, hostname and
+// paths: its workspace is where it is on the host.
+bool SandboxNamespaces();
+
 // Why a run without isolation holds no process tree here (no writable
 // cgroup: an unprivileged user without a delegated group), as the probe
 // says; "" where one holds it. A test that needs the tree held skips
