@@ -21,7 +21,9 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { Daemon, disposeManagers, loadPinned, removeCgroupRoot } from '../support.mjs';
+import {
+  Daemon, disposeManagers, loadPinned, removeCgroupRoot, unaborted,
+} from '../support.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const V1 = 'v1.kernel.websocket.jupyter.org';
@@ -89,17 +91,6 @@ async function execute(kernel, code, { allowStdin = false, onStdin, onIOPub } = 
   };
   if (onStdin) future.onStdin = onStdin;
   out.reply = (await within(future.done, `execute ${JSON.stringify(code)}`)).content;
-  return out;
-}
-
-// `execute`, sent again (bounded) while ipykernel answers `aborted`: it
-// aborts what reaches it just after an error, and a restart or interrupt
-// can leave one behind.
-async function executeUnaborted(kernel, code) {
-  let out = await execute(kernel, code);
-  for (let tries = 0; out.reply.status === 'aborted' && tries < 50; ++tries) {
-    out = await execute(kernel, code);
-  }
   return out;
 }
 
@@ -198,12 +189,12 @@ for (const [protocol, socketClass] of [[V1, WebSocket], ['', PlainWebSocket]]) {
       assert.equal(kernel.id, id);
       await waitForStatus(kernel, 'idle', 'after the restart');
       assert.ok(statuses.includes('restarting'), `statuses: ${statuses.join(' -> ')}`);
-      const gone = await executeUnaborted(kernel, 'x');
+      const gone = await unaborted(() => execute(kernel, 'x'));
       assert.equal(gone.reply.status, 'error');
       assert.equal(gone.reply.ename, 'NameError');
       // Right after that error ipykernel aborts what reaches it
       // (stop_on_error): sent again, as JupyterLab's users do.
-      const again = await executeUnaborted(kernel, 'y = 5\ny * 2');
+      const again = await unaborted(() => execute(kernel, 'y = 5\ny * 2'));
       assert.equal(again.reply.status, 'ok');
       assert.deepEqual(again.results, ['10']);
       assert.equal(kernel._ws.protocol, protocol, 'the subprotocol after the reconnection');
