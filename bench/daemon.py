@@ -29,6 +29,7 @@ CLIENTS, default "1 2 4 8", the sweep.)"""
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -156,8 +157,9 @@ def bwrap_true():
     os.waitpid(pid, 0)
 
 
-have_bwrap = subprocess.run(BWRAP, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL).returncode == 0
+# `make bench` installs bwrap; a bench run alone may find none.
+have_bwrap = shutil.which(BWRAP[0]) is not None and subprocess.run(
+    BWRAP, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 print(f"== POST /v1/runs /bin/true under standard isolation, warm and cold, beside "
       f"`bwrap --unshare-all` (whole process), interleaved, {n} each")
 samples = {"warm": [], "cold": [], "bwrap": []}
