@@ -118,11 +118,6 @@ export function pidsIn(file, count) {
   }, `${count} pids in ${file}`);
 }
 
-// Disposes @jupyterlab/services managers for good. @lumino/polling's
-// Poll.dispose() leaves its next tick's timer armed (the tick only checks
-// for disposal when it fires), which holds node's event loop, and so the
-// test process, up to a poll interval after the last test: 61 s for the
-// kernelspec manager. The pinned version keeps that timer in `_timeout`.
 // ipykernel aborts what reaches it right after an error (stop_on_error,
 // with no grace in Debian 12's 6.17), and a restart or an interrupt can
 // leave one behind: a request that arrives in that window is answered
@@ -137,6 +132,11 @@ export async function unaborted(send) {
   return out;
 }
 
+// Disposes @jupyterlab/services managers for good. @lumino/polling's
+// Poll.dispose() leaves its next tick's timer armed (the tick only checks
+// for disposal when it fires), which holds node's event loop, and so the
+// test process, up to a poll interval after the last test: 61 s for the
+// kernelspec manager. The pinned version keeps that timer in `_timeout`.
 export function disposeManagers(...managers) {
   for (const manager of managers) {
     if (!manager) continue;
