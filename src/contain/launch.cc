@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 
+#include "contain/forked_memory.h"
 #include "contain/landlock.h"
 #include "contain/mounts.h"
 #include "contain/namespaces.h"
@@ -41,7 +42,8 @@ struct SetupRecord {
 constexpr const char* kHostname = "cordon";
 
 // Everything the child reads, as plain pointers and descriptors. Built in
-// the parent; the child only reads it.
+// the parent (on its stack, with what it points to in a ChildMemory: the
+// child has none of the heap); the child only reads it.
 struct ChildPlan {
   int error_fd;
   const int* join_fds;
@@ -417,6 +419,37 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
 
 // --- Parent side. ---
 
+// Copies into `memory` what `plan` points to in the heap, and points it
+// there. False when `memory` could not take it all.
+bool MoveOutOfHeap(ChildPlan& plan, ChildMemory& memory) {
+  plan.join_fds = memory.Copy(plan.join_fds, plan.join_count);
+  plan.rlimits = memory.Copy(plan.rlimits, plan.rlimit_count);
+  plan.candidates = memory.CopyStrings(plan.candidates);
+  plan.argv = memory.CopyStrings(plan.argv);
+  plan.envp = memory.CopyStrings(plan.envp);
+  if (MountStep* steps = memory.Copy(plan.mounts, plan.mount_count)) {
+    for (size_t i = 0; i < plan.mount_count; ++i) {
+      steps[i].source = memory.CopyString(steps[i].source);
+      steps[i].target = memory.CopyString(steps[i].target);
+    }
+    plan.mounts = steps;
+  }
+  if (LandlockPlan* landlock = memory.Copy(plan.landlock, 1)) {
+    if (auto* rules = memory.Copy(landlock->rules, landlock->rule_count)) {
+      for (size_t i = 0; i < landlock->rule_count; ++i) {
+        rules[i].path = memory.CopyString(rules[i].path);
+      }
+      landlock->rules = rules;
+    }
+    plan.landlock = landlock;
+  }
+  if (auto* seccomp = memory.Copy(plan.seccomp, 1)) {
+    seccomp->filter = memory.Copy(seccomp->filter, seccomp->len);
+    plan.seccomp = seccomp;
+  }
+  return memory.ok();
+}
+
 // [start, end) of this process's /proc/self/stat fields `first` and
 // `first + 1`: 48 for the command line, 50 for the environment; empty if
 // they cannot be read.
@@ -653,7 +686,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
     for (const auto& fd : request.cgroups->join_fds()) join_fds.push_back(fd.get());
     cgroup_fd = request.cgroups->clone_into_fd();
   }
-  const ChildPlan plan{
+  ChildPlan plan{
       .error_fd = setup.write.get(),
       .join_fds = join_fds.data(),
       .join_count = join_fds.size(),
@@ -687,6 +720,10 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .environment = namespaced ? OwnEnvironment() : std::span<char>{},
       .control_fd = request.park ? control[1].get() : -1,
   };
+  ChildMemory child_memory;
+  if (!MoveOutOfHeap(plan, child_memory)) {
+    return sys::Fail("launch: no memory for the child's plan", ENOMEM);
+  }
 
   int pidfd = -1;
   struct clone_args args {};
@@ -698,6 +735,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
 
   long pid;
   {
+    HeapNotForked lean(child_memory);
     SignalBlock block;
     std::optional<NoSupplementaryGroups> no_groups;
     if (namespaced && ::geteuid() == 0) no_groups.emplace();

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 
+#include "contain/forked_memory.h"
 #include "contain/namespaces.h"
 #include "contain/pid_init.h"
 #include "support.h"
@@ -310,6 +312,28 @@ TEST_F(SandboxLaunchTest, AParkedInitGivenUpEndsWithoutRunningAnything) {
   EXPECT_EQ(SetupStepName(f.launched.setup_error->step), "init");
   EXPECT_EQ(f.launched.setup_error->err, EPIPE);
   EXPECT_EQ(f.out, "");
+}
+
+// The init lives as long as its sandbox: were the supervisor's heap in it,
+// every page the supervisor wrote would be copied first (forked_memory.h).
+TEST_F(SandboxLaunchTest, AParkedInitHoldsNoneOfTheSupervisorsHeap) {
+  if (!kHeapLeftOutOfForks) {
+    GTEST_SKIP() << "under AddressSanitizer the heap is forked whole (its shadow must be)";
+  }
+  std::vector<char> heap(4 << 20, 'x');  // a mapping of the heap's, every page written
+  const auto start = reinterpret_cast<uintptr_t>(heap.data());
+  Sandbox sandbox = Make();
+  Launched parked = Park(sandbox);
+  auto maps = sys::ReadFile("/proc/" + std::to_string(parked.identity.pid) + "/maps");
+  ASSERT_TRUE(maps) << maps.error().message();
+  std::istringstream lines(*maps);
+  for (std::string line; std::getline(lines, line);) {
+    uintptr_t from = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+    uintptr_t to = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+    EXPECT_FALSE(from < start + heap.size() && start < to) << "the init maps the heap: " << line;
+  }
+  parked.control.reset();
+  (void)Wait(std::move(parked));
 }
 
 TEST_F(SandboxLaunchTest, OnlyANamespacedSandboxParksAndOnlyWhatFitsIsSent) {
