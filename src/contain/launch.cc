@@ -60,12 +60,14 @@ struct ChildPlan {
   char* const* argv;
   char* const* envp;
   // Isolation (all off for isolation none).
-  bool namespaced;   // clone3 made new namespaces: this child is their init
-  int sync_fd;       // the supervisor writes a byte once the id maps are in place
-  int sync_peer_fd;  // the supervisor's end: closed here, so that its EOF can be seen
-  int status_fd;     // the init reports the command's exit here
-  int lease_fd;      // the sandbox's outside id, held by the init
-  bool new_network;  // a network namespace of its own, with lo up
+  bool namespaced;    // clone3 made new namespaces: this child is their init
+  bool await_record;  // no cgroup holds the tree: wait for sync_fd's byte first
+  int sync_fd;        // the supervisor writes a byte once the id maps are in place
+                      // (and, with await_record, the process is recorded)
+  int sync_peer_fd;   // the supervisor's end: closed here, so that its EOF can be seen
+  int status_fd;      // the init reports the command's exit here
+  int lease_fd;       // the sandbox's outside id, held by the init
+  bool new_network;   // a network namespace of its own, with lo up
   const MountStep* mounts;
   size_t mount_count;
   const char* cwd;  // set: chdir here (the sandbox's view) instead of workspace_fd
@@ -351,7 +353,13 @@ int CommandEntry(void* plan) { CommandMain(*static_cast<const ChildPlan*>(plan))
   CORDON_STEP(SetupStep::kCgroup, JoinCgroups(p));
   CORDON_STEP(SetupStep::kSignals, ResetSignals());
   CORDON_STEP(SetupStep::kSession, NewSession());
-  if (!p.namespaced) CommandMain(p);
+  if (!p.namespaced) {
+    if (p.await_record) {
+      ::close(p.sync_peer_fd);
+      CORDON_STEP(SetupStep::kRecorded, AwaitByte(p.sync_fd));
+    }
+    CommandMain(p);
+  }
 
   // First, while the supervisor writes the id maps: the network namespace
   // is the slowest to make and needs no mapping.
@@ -597,6 +605,8 @@ std::string_view SetupStepName(SetupStep step) {
       return "seccomp";
     case SetupStep::kKeyring:
       return "keyring";
+    case SetupStep::kRecorded:
+      return "recorded";
   }
   return "unknown";
 }
@@ -640,10 +650,19 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds out, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds err, sys::MakePipe());
   CORDON_ASSIGN_OR_RETURN(sys::PipeFds setup, sys::MakePipe());
+  // Where no cgroup holds the tree, the identity on_started records is all
+  // that finds it again after a supervisor's crash: the child waits for
+  // the record (a byte on `sync`, as a namespaced one waits for its id
+  // maps). With a cgroup the record overlaps the child's setup.
+  const bool held = request.cgroups != nullptr &&
+                    (request.cgroups->clone_into_fd() >= 0 || !request.cgroups->join_fds().empty());
+  const bool await_record = request.on_started && !held;
   sys::PipeFds sync;
   sys::PipeFds status;
-  if (namespaced) {
+  if (namespaced || await_record) {
     CORDON_ASSIGN_OR_RETURN(sync, sys::MakePipe());
+  }
+  if (namespaced) {
     CORDON_ASSIGN_OR_RETURN(status, sys::MakePipe());
   }
   sys::UniqueFd control[2];  // the supervisor's end, the init's
@@ -702,6 +721,7 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
       .argv = argv.data(),
       .envp = envp.data(),
       .namespaced = namespaced,
+      .await_record = await_record,
       .sync_fd = sync.read.get(),
       .sync_peer_fd = sync.write.get(),
       .status_fd = status.write.get(),
@@ -759,26 +779,33 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   setup.write.reset();
   in.reset();
   control[1].reset();
+  sync.read.reset();
+  // The child's go-ahead; EOF without it (`sync` closed unwritten, on an
+  // error here or the supervisor's death) tells it to give up.
+  auto go = [&sync] {
+    if (sync.write) (void)!::write(sync.write.get(), "1", 1);
+    sync.write.reset();
+  };
   if (namespaced) {
     // The child waits for its id maps (and its idmapped workspace) before
-    // it touches anything; EOF without the byte tells it to give up.
-    sync.read.reset();
+    // it touches anything.
     status.write.reset();
     auto entered = sandbox->Enter(launched.pidfd.pid());
-    if (entered) (void)!::write(sync.write.get(), "1", 1);
-    sync.write.reset();
     if (!entered) {
+      sync.write.reset();
       (void)launched.pidfd.SendSignal(SIGKILL);
       (void)launched.pidfd.Reap();
       return std::unexpected(entered.error().Context("set up the user namespace"));
     }
     launched.init_report = std::move(status.read);
   }
+  if (!await_record) go();
 
   auto finish = [&]() -> sys::Result<void> {
     // The child is ours and unreaped, so its pid cannot be recycled yet.
     CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
     if (request.on_started) request.on_started(launched.identity, launched.pgid);
+    go();  // recorded
     launched.sandbox = namespaced ? sandbox : nullptr;
     if (request.wait_for_exec && !request.park) {
       // Child setup is short and cannot block on us.

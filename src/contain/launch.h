@@ -45,6 +45,10 @@ enum class SetupStep : int32_t {
   kLandlock,
   kSeccomp,  // the very last step before execve: it forbids the ones above
   kKeyring,  // a session keyring of its own (numbered last: it came last)
+  // Where no cgroup holds the tree: wait until the supervisor has recorded
+  // the process's identity (LaunchRequest::on_started) before anything of
+  // the command runs. Fails only when the supervisor is gone.
+  kRecorded,
 };
 
 std::string_view SetupStepName(SetupStep step);
@@ -82,7 +86,11 @@ struct LaunchRequest {
   bool exec_fd_is_script = false;
   // Called once the main process exists, before its setup is waited for:
   // what the caller records about it (the store) overlaps the child's
-  // setup instead of following it. Optional.
+  // setup instead of following it. Optional. Where no cgroup holds the
+  // tree (`cgroups` null or empty), the identity recorded here is all that
+  // finds the tree again after a supervisor's crash: the child then waits
+  // for this call to return before it runs anything of the command (or
+  // starts building a sandbox), and gives up if the supervisor dies first.
   std::function<void(const proc::Identity&, pid_t pgid)> on_started;
   // Isolation, prepared by the caller (null: none). With namespaces the
   // main process is the pid namespace's init, and the command its child.

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "contain/forked_memory.h"
 #include "contain/namespaces.h"
@@ -161,6 +164,58 @@ TEST(LaunchTest, TheChildLeadsItsOwnSessionAndGroup) {
   EXPECT_EQ(f.out, pid + " " + pid + "\n" + pid + "\n");
 }
 
+// Where no cgroup holds the tree, only the identity the supervisor records
+// finds it again after a crash: nothing of the command runs before that.
+TEST(LaunchTest, WithoutACgroupNothingRunsBeforeTheProcessIsRecorded) {
+  testing::TempDir dir;
+  const std::string marker = dir.path() + "/ran";
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "touch " + marker};
+  bool ran_while_recording = true;
+  r.on_started = [&](const proc::Identity&, pid_t) {
+    // Long enough for the command to have run many times over, had it not
+    // waited.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ran_while_recording = std::filesystem::exists(marker);
+  };
+  Finished f = LaunchAndWait(r);
+  EXPECT_FALSE(f.launched.setup_error);
+  EXPECT_FALSE(ran_while_recording);
+  EXPECT_TRUE(std::filesystem::exists(marker));
+}
+
+TEST(LaunchTest, WithoutACgroupASupervisorThatDiesBeforeTheRecordLeavesNothingRunning) {
+  testing::TempDir dir;
+  const std::string marker = dir.path() + "/ran";
+  // This process adopts the orphan, so that it can wait for it.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  pid_t supervisor = ::fork();
+  ASSERT_GE(supervisor, 0);
+  if (supervisor == 0) {
+    LaunchRequest r;
+    r.argv = {"/bin/sh", "-c", "touch " + marker};
+    r.on_started = [&](const proc::Identity& identity, pid_t) {
+      (void)!::write(report[1], &identity.pid, sizeof identity.pid);
+      ::_exit(0);  // killed before its record is written
+    };
+    (void)Launch(r);
+    ::_exit(1);
+  }
+  ::close(report[1]);
+  pid_t child = -1;
+  ASSERT_EQ(::read(report[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
+  ::close(report[0]);
+  int status = 0;
+  EXPECT_EQ(::waitpid(supervisor, &status, 0), supervisor);
+  EXPECT_EQ(::waitpid(child, &status, 0), child);  // adopted
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 127);  // gave up at `recorded`
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
 class SandboxLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -204,6 +259,22 @@ TEST_F(SandboxLaunchTest, TheCommandRunsUnderAnInitThatReportsItsExit) {
   ASSERT_TRUE(command);
   EXPECT_TRUE(command->signaled);
   EXPECT_EQ(command->status, SIGTERM);
+}
+
+TEST_F(SandboxLaunchTest, WithoutACgroupNothingIsBuiltBeforeTheInitIsRecorded) {
+  Sandbox sandbox = Make();
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "touch made"};
+  r.sandbox = &sandbox;
+  bool ran_while_recording = true;
+  r.on_started = [&](const proc::Identity&, pid_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ran_while_recording = std::filesystem::exists(work_ / "made");
+  };
+  Finished f = LaunchAndWait(r);
+  EXPECT_FALSE(f.launched.setup_error);
+  EXPECT_FALSE(ran_while_recording);
+  EXPECT_TRUE(std::filesystem::exists(work_ / "made"));
 }
 
 TEST_F(SandboxLaunchTest, AFailingMountNamesItsPartAndTheErrno) {

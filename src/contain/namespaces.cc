@@ -219,13 +219,17 @@ sys::Result<sys::UniqueFd> MakeUserNamespace(uint32_t inside_uid, uint32_t outsi
   return result;
 }
 
-int AwaitIdMaps(int sync_fd) {
+int AwaitByte(int fd) {
   char go = 0;
   ssize_t n;
   do {
-    n = ::read(sync_fd, &go, 1);
+    n = ::read(fd, &go, 1);
   } while (n < 0 && errno == EINTR);
-  if (n != 1) return n < 0 ? errno : ECANCELED;
+  return n == 1 ? 0 : n < 0 ? errno : ECANCELED;
+}
+
+int AwaitIdMaps(int sync_fd) {
+  if (int err = AwaitByte(sync_fd); err != 0) return err;
   // The credentials still carry the supervisor's ids, which mean nothing
   // here (unmapped: files could not even be created); take the mapped ones.
   // Raw system calls: the C library's wrappers would try to reach the

@@ -52,8 +52,11 @@ sys::Result<sys::UniqueFd> MakeUserNamespace(uint32_t inside_uid, uint32_t outsi
                                              uint32_t inside_gid, uint32_t outside_gid);
 
 // Child side, async-signal-safe; each returns 0 or an errno value.
-// Waits until the supervisor wrote the id maps (a byte on `sync_fd`; EOF
-// means it gave up), then becomes uid and gid 0 of the namespace.
+// Waits for one byte from the supervisor on `fd`; EOF (it gave up, or is
+// gone) is ECANCELED.
+int AwaitByte(int fd);
+// Waits until the supervisor wrote the id maps (AwaitByte on `sync_fd`),
+// then becomes uid and gid 0 of the namespace.
 int AwaitIdMaps(int sync_fd);
 int SetHostname(const char* name);
 // A new network namespace (the child holds CAP_NET_ADMIN in its user
