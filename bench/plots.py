@@ -123,7 +123,7 @@ def throughput(directory, out, meta):
     if d is None or not d.get("clients"):
         return "daemon.json is missing (or has no throughput)"
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8), width_ratios=(3, 2))
-    colors = {"standard": "tab:blue", "none": "tab:orange"}
+    colors = {"standard": "tab:blue", "none": "tab:orange", "bwrap": "tab:gray"}
     for level, by in d["clients"].items():
         xs = sorted(int(n) for n in by)
         ys = [by[str(n)]["runs_per_s"] for n in xs]
@@ -153,7 +153,9 @@ def throughput(directory, out, meta):
         if "ratio" in c:
             right.annotate(f"{c['ratio']:.2f}x", (i, 0), xytext=(0, 4), textcoords="offset points",
                            ha="center", fontsize=9, fontweight="bold", color="white")
-    right.set_xticks(range(len(levels)), [f"isolation {lv}" for lv in levels], fontsize=8)
+    right.set_xticks(range(len(levels)),
+                     ["4 bwrap loops" if lv == "bwrap" else f"isolation {lv}" for lv in levels],
+                     fontsize=8)
     right.set_ylim(0, right.get_ylim()[1] * 1.2)
     right.set_title("against cores: 4 clients, daemon under taskset\n"
                     "(2 cores / 1 core; issue 16 targets 1.7x)", fontsize=9)
