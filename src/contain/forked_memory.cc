@@ -1,13 +1,12 @@
 #include "contain/forked_memory.h"
 
-#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -96,20 +95,6 @@ std::mutex& ForkLock() {
   return lock;
 }
 
-std::string ReadMaps() {
-  std::string maps;
-  sys::UniqueFd fd(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
-  if (!fd) return maps;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    maps.append(buf, static_cast<size_t>(n));
-  }
-  return maps;
-}
-
 struct Mapping {
   uintptr_t start = 0;
   uintptr_t end = 0;
@@ -135,15 +120,8 @@ bool ParseMapping(std::string_view line, Mapping* m) {
   size_t dash = range.find('-');
   if (dash == std::string_view::npos || inode.empty()) return false;
   auto hex = [](std::string_view s, uintptr_t* out) {
-    if (s.empty()) return false;
-    uintptr_t v = 0;
-    for (char c : s) {
-      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (d < 0) return false;
-      v = v * 16 + static_cast<uintptr_t>(d);
-    }
-    *out = v;
-    return true;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, 16);
+    return ec == std::errc() && ptr == s.data() + s.size();
   };
   if (!hex(range.substr(0, dash), &m->start) || !hex(range.substr(dash + 1), &m->end)) {
     return false;
@@ -189,7 +167,9 @@ HeapNotForked::HeapNotForked(const ChildMemory& keep) : forks_held_(ForkLock()) 
                     (tp & ~(PageSize() - 1)) + TlsReach());
   std::sort(kept.begin(), kept.end());
 
-  const std::string maps = ReadMaps();
+  // A list cut short (at the limit) leaves the rest in the fork: only whole
+  // lines are read.
+  const std::string maps = sys::ReadFile("/proc/self/maps", 4 << 20).value_or("");
   uintptr_t file_end = 0;  // where the last file-backed mapping ended
   for (size_t at = 0, eol; (eol = maps.find('\n', at)) != std::string::npos; at = eol + 1) {
     Mapping m;

@@ -84,8 +84,9 @@ class ChildMemory final {
 // another thread meanwhile waits (pthread_atfork), since its child would
 // miss them. Without kHeapLeftOutOfForks, or in a program whose library
 // calls are bound lazily (not linked with -z now: the dynamic linker's
-// tables are anonymous memory too), it leaves everything in. Marking costs a read of
-// /proc/self/maps and a madvise per mapping, ~0.1 ms; failing to mark costs only the saving.
+// tables are anonymous memory too), it leaves everything in. Marking
+// costs a read of /proc/self/maps and a madvise per mapping, ~0.1 ms;
+// failing to mark costs only the saving.
 class HeapNotForked final {
  public:
   explicit HeapNotForked(const ChildMemory& keep);
