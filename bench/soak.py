@@ -14,7 +14,7 @@ is given up to 10 s to be quiet, and it is measured again:
   processes     the daemon's live descendants; zombies among its children
   cgroups       directories beneath the cgroup root, in every hierarchy,
                 and the processes in them
-  id leases     <state>/ids/*.lock held by anyone (/proc/locks)
+  id leases     /run/cordon/ids/*.lock (as root) held by anyone (/proc/locks)
   records       grants still active; sessions starting, ready or busy
   store         cordon.db, cordon.db-wal
 

@@ -76,9 +76,9 @@ AdmitError Refusal(const Resolution& r) {
 std::string Dirname(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
 // The namespaces, Landlock and seccomp as the probe found them, and the
-// outside id of the sandbox: as root, one of the range (leased next to the
-// store, so that every supervisor using this state dir shares the pool);
-// otherwise the caller's own. Without a user namespace the leased id is
+// outside id of the sandbox: as root, one of the range (leased where every
+// root supervisor of the host leases: IdLeaseDir); otherwise the caller's
+// own. Without a user namespace the leased id is
 // the uid the sandbox runs as (never root's own uid 0).
 sys::Result<GrantIsolation> DecideIsolation(const Spec& spec, const Probe& probe,
                                             store::Store& store) {
@@ -92,7 +92,8 @@ sys::Result<GrantIsolation> DecideIsolation(const Spec& spec, const Probe& probe
   IdRange range = spec.isolation.id_range;
   bool map_ids = range == kDefaultIdRange ? support.map_ids : CanMapIdRange(range);
   if (map_ids) {
-    CORDON_ASSIGN_OR_RETURN(IdLease lease, IdLease::Acquire(Dirname(store.path()) + "/ids", range));
+    CORDON_ASSIGN_OR_RETURN(IdLease lease,
+                            IdLease::Acquire(IdLeaseDir(Dirname(store.path())), range));
     g.outside_uid = g.outside_gid = lease.id();
     g.lease = std::move(lease);
   }

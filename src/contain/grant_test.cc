@@ -1,6 +1,7 @@
 #include "contain/grant.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "contain/bounds.h"
 #include "support.h"
@@ -169,6 +170,40 @@ TEST_F(GrantTest, WithoutACgroupThePidNamespaceHoldsTheTree) {
   ASSERT_TRUE(plain);
   EXPECT_EQ(plain->Mechanism(Capability::kProcessTree), "process_group");
   EXPECT_FALSE(plain->isolation);
+}
+
+// Two root supervisors with a state directory each (two daemons, or a
+// daemon and the CLI) map their sandboxes into the same outside ids, so a
+// sandbox of one must never get the id a sandbox of the other holds.
+TEST_F(GrantTest, SandboxesOfTwoStateDirectoriesNeverShareAnOutsideId) {
+  const Probe& probe = testing::TestProbe();
+  if (!probe.isolation.map_ids) {
+    GTEST_SKIP() << "this host maps no ids of its own to sandboxes (not root, or no user "
+                    "namespaces)";
+  }
+  testing::TempDir other_dir;
+  auto other = store::Store::Open(other_dir.path());
+  ASSERT_TRUE(other) << other.error().message();
+  spec_.isolation.level = Isolation::kStandard;
+  spec_.permissive = true;
+  auto a = Acquire(spec_, probe, *store_);
+  auto b = Acquire(spec_, probe, *other);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(b) << b.error().message;
+  for (Grant* g : {&*a, &*b}) {
+    ASSERT_TRUE(g->isolation && g->isolation->lease);
+    char held[64];
+    std::string fd = "/proc/self/fd/" + std::to_string(g->isolation->lease->lock_fd());
+    ssize_t n = ::readlink(fd.c_str(), held, sizeof held);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(
+        std::string(held, static_cast<size_t>(n)),
+        std::string(kHostIdLeaseDir) + "/" + std::to_string(g->isolation->outside_uid) + ".lock");
+    if (g->cgroups) {
+      EXPECT_TRUE(g->cgroups->Remove());
+    }
+  }
+  EXPECT_NE(a->isolation->outside_uid, b->isolation->outside_uid);
 }
 
 TEST(GrantIdTest, IsARandomUuid) {

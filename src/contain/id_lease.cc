@@ -3,10 +3,21 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <string_view>
 
 namespace cordon::contain {
+
+std::string IdLeaseDir(const std::string& state_dir) {
+  if (::geteuid() == 0) {
+    std::string_view dir = kHostIdLeaseDir;
+    std::string parent(dir.substr(0, dir.rfind('/')));
+    if (::mkdir(parent.c_str(), 0711) == 0 || errno == EEXIST) return std::string(dir);
+  }
+  return state_dir + "/ids";
+}
 
 sys::Result<IdLease> IdLease::Acquire(const std::string& dir, IdRange range) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {

@@ -15,6 +15,16 @@
 
 namespace cordon::contain {
 
+// Where ids are leased. Every root supervisor maps its sandboxes into the
+// same outside ids, whatever its state directory, so root leases in one
+// directory for the whole host (kHostIdLeaseDir): two daemons with a state
+// directory each never hand one id to two sandboxes. Where that directory
+// cannot be made (no writable /run), and for anyone but root (whose
+// sandboxes keep the caller's own id unless it maps a range of its own),
+// `<state_dir>/ids`.
+inline constexpr const char* kHostIdLeaseDir = "/run/cordon/ids";
+std::string IdLeaseDir(const std::string& state_dir);
+
 class IdLease final {
  public:
   // Takes the lowest free id of `range`. Fails with EAGAIN when every id of

@@ -429,10 +429,20 @@ def children_of(pid):
     return out
 
 
+def id_lease_dir(state_dir):
+    """Where a supervisor with this state directory leases outside ids: as
+    root, the host's one directory (shared by every root supervisor, so it
+    also holds other daemons' leases); otherwise <state>/ids."""
+    if os.geteuid() == 0 and os.path.isdir("/run/cordon/ids"):
+        return "/run/cordon/ids"
+    return os.path.join(str(state_dir), "ids")
+
+
 def held_id_leases(state_dir):
-    """The id lease files (<state>/ids/<id>.lock) that some process holds an
-    flock on now, read from /proc/locks (nothing is locked to find out)."""
-    ids = os.path.join(str(state_dir), "ids")
+    """The id lease files (<id>.lock in id_lease_dir) that some process
+    holds an flock on now, read from /proc/locks (nothing is locked to find
+    out)."""
+    ids = id_lease_dir(state_dir)
     try:
         names = os.listdir(ids)
     except OSError:
