@@ -76,8 +76,12 @@ demo: build
 # that tree (ctest -R fuzz_replay), not in a clang tree of their own: that
 # tree was a sixth of the compile time of `make test` (956 of 5947 s in a
 # clean-clone run), besides clang's packages.
-# (Through a variable, not $$(MAKE), so that `make -n test` does not start it.)
+# When a release suite or the host matrix fails, `make test` stops there
+# and stops that build too (scripts/background.sh --stop).
+# (Through a variable, not $$(MAKE), so that `make -n test` does not start
+# it, nor the suites on the line that stops it.)
 BACKGROUND_MAKE = $(MAKE) --no-print-directory
+SUITE_MAKE = $(MAKE) --no-print-directory
 # The suites run two at a time (ctest --parallel, the longest first: its
 # COST in CMakeLists.txt). Each has its own state directories, cgroup root,
 # ports and daemons, and they wait on processes, kernels and timers more
@@ -87,8 +91,9 @@ TEST_JOBS ?= 2
 test: build jsclients
 	@BUILD=$(BUILD) tests/hosts/container/prepare.sh --background || true
 	@scripts/background.sh $(BUILD)/prebuild.log $(BACKGROUND_MAKE) asan-build
-	ctest --test-dir $(BUILD) --output-on-failure --timeout 900 --parallel $(TEST_JOBS)
-	$(MAKE) --no-print-directory hosts-smoke
+	ctest --test-dir $(BUILD) --output-on-failure --timeout 900 --parallel $(TEST_JOBS) \
+		&& $(SUITE_MAKE) hosts-smoke \
+		|| { scripts/background.sh --stop $(BUILD)/prebuild.log; exit 1; }
 	$(MAKE) --no-print-directory asan
 
 # Every suite again (unit, integration, Python client, Kernel Gateway, and
