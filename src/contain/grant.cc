@@ -78,8 +78,8 @@ std::string Dirname(const std::string& path) { return path.substr(0, path.rfind(
 // The namespaces, Landlock and seccomp as the probe found them, and the
 // outside id of the sandbox: as root, one of the range (leased where every
 // root supervisor of the host leases: IdLeaseDir); otherwise the caller's
-// own. Without a user namespace the leased id is
-// the uid the sandbox runs as (never root's own uid 0).
+// own. Without a user namespace the leased id is the uid the sandbox runs
+// as (never root's own uid 0).
 sys::Result<GrantIsolation> DecideIsolation(const Spec& spec, const Probe& probe,
                                             store::Store& store) {
   const IsolationSupport& support = probe.isolation;
