@@ -6,15 +6,24 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <string_view>
 
 namespace cordon::contain {
 
+namespace {
+
+bool MakeDir(const std::string& path, mode_t mode) {
+  return ::mkdir(path.c_str(), mode) == 0 || errno == EEXIST;
+}
+
+}  // namespace
+
 std::string IdLeaseDir(const std::string& state_dir) {
   if (::geteuid() == 0) {
-    std::string_view dir = kHostIdLeaseDir;
-    std::string parent(dir.substr(0, dir.rfind('/')));
-    if (::mkdir(parent.c_str(), 0711) == 0 || errno == EEXIST) return std::string(dir);
+    const std::string dir = kHostIdLeaseDir;
+    // Both made here: a /run/cordon that exists but cannot take the
+    // directory (a read-only /run with it in the image) falls back as a
+    // missing /run does, instead of refusing every grant.
+    if (MakeDir(dir.substr(0, dir.rfind('/')), 0711) && MakeDir(dir, 0700)) return dir;
   }
   return state_dir + "/ids";
 }

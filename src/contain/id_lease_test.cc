@@ -1,10 +1,15 @@
 #include "contain/id_lease.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <string>
 
 #include "support.h"
 
@@ -54,6 +59,49 @@ TEST(IdLeaseTest, AnIdStaysTakenWhileAnyHolderLivesEvenIfTheSupervisorIsGone) {
   ::close(go[1]);  // the holder exits: the kernel drops the lock
   ::waitpid(holder, nullptr, 0);
   EXPECT_TRUE(IdLease::Acquire(dir.path(), range));
+}
+
+// Root leases in /run/cordon/ids, and falls back to the state directory
+// where that cannot be made: /run read-only, with or without /run/cordon in
+// it (an image that ships the directory under a read-only root). Observed
+// in a mount namespace of the test's own, over a tmpfs /run of its own.
+TEST(IdLeaseDirTest, RootLeasesInRunOrWhereRunIsReadOnlyInTheStateDirectory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a /run of the test's own needs root (a mount namespace)";
+  testing::TempDir state;
+  std::string got = testing::OutputOfChild([&] {
+    auto remount = [](unsigned long flags) {
+      return ::mount(nullptr, "/run", nullptr, MS_REMOUNT | flags, "size=64k") == 0;
+    };
+    auto lease_in = [&] {
+      std::string dir = IdLeaseDir(state.path());
+      auto lease = IdLease::Acquire(dir, IdRange{4000000, 1});
+      return dir + (lease ? " leased" : " refused: " + lease.error().message());
+    };
+    std::string out;
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", "/run", "tmpfs", 0, "size=64k") != 0) {
+      out = "setup failed";
+    } else {
+      out = lease_in();  // writable: made there
+      struct stat st {};
+      if (::stat("/run/cordon", &st) == 0 && (st.st_mode & 07777) == 0711) out += ", 0711";
+      std::error_code ec;
+      if (std::filesystem::remove_all(kHostIdLeaseDir, ec) < 2 || !remount(MS_RDONLY)) {
+        out += "\nsetup failed";
+      } else {
+        out += "\n" + lease_in();  // /run/cordon there, read-only
+        if (!remount(0) || ::rmdir("/run/cordon") != 0 || !remount(MS_RDONLY)) {
+          out += "\nsetup failed";
+        } else {
+          out += "\n" + lease_in();  // no /run/cordon, read-only
+        }
+      }
+    }
+    return out;
+  });
+  const std::string fallback = state.path() + "/ids leased";
+  EXPECT_EQ(got, std::string(kHostIdLeaseDir) + " leased, 0711\n" + fallback + "\n" + fallback);
 }
 
 }  // namespace

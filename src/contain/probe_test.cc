@@ -3,11 +3,10 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "contain/cgroup_dir.h"
-#include "sys/fd.h"
+#include "support.h"
 
 namespace cordon::contain {
 namespace {
@@ -217,11 +216,7 @@ TEST(ProbeHostTest, AMaskedProcIsObservedAndTheNamespacesDisclaimed) {
       GTEST_SKIP() << "no namespaces here: " << probe->isolation.namespaces.problem;
     }
   }
-  auto pipe = sys::MakePipe();
-  ASSERT_TRUE(pipe);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  std::string got = testing::OutputOfChild([] {
     std::string out;
     if (::unshare(CLONE_NEWNS) != 0 ||
         ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
@@ -237,16 +232,8 @@ TEST(ProbeHostTest, AMaskedProcIsObservedAndTheNamespacesDisclaimed) {
                view.reason + "\n" + view.fix;
       }
     }
-    (void)sys::WriteAll(pipe->write.get(), out);
-    ::_exit(0);
-  }
-  pipe->write.reset();
-  std::string got;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(pipe->read.get(), buf, sizeof buf)) > 0) got.append(buf, n);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    return out;
+  });
   ASSERT_NE(got, "setup failed");
   EXPECT_NE(got.find("EPERM"), std::string::npos) << got;
   EXPECT_NE(got.find("/proc/uptime"), std::string::npos) << got;  // what masks it, named

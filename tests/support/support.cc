@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "contain/cgroup_layout.h"
 #include "proc/stat.h"
+#include "sys/fd.h"
 
 namespace cordon::testing {
 
@@ -82,6 +84,22 @@ std::string Slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::string OutputOfChild(const std::function<std::string()>& body) {
+  auto pipe = sys::MakePipe();
+  if (!pipe) return "";
+  pid_t pid = ::fork();
+  if (pid < 0) return "";
+  if (pid == 0) {
+    pipe->read.reset();
+    (void)sys::WriteAll(pipe->write.get(), body());
+    ::_exit(0);
+  }
+  pipe->write.reset();
+  auto out = sys::ReadAll(pipe->read.get());
+  ::waitpid(pid, nullptr, 0);
+  return out ? *out : "";
 }
 
 const std::string& CgroupRoot() {

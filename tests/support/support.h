@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -55,6 +56,11 @@ std::string Helper(const std::string& name);
 
 // The whole content of a file, or "" if it cannot be read.
 std::string Slurp(const std::string& path);
+
+// Runs `body` in a forked child (whose namespaces, mounts and memory are
+// then its own to change) and returns the text it returned, once the child
+// has exited; "" if the child died before writing it.
+std::string OutputOfChild(const std::function<std::string()>& body);
 
 // The first sanitizer report (AddressSanitizer, LeakSanitizer,
 // UndefinedBehaviorSanitizer) in a process's log, from its first line on;
