@@ -1,6 +1,5 @@
 #include "gateway/gateway.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,8 +60,7 @@ class Gateway final : public api::Extension {
       char name[32];
       std::snprintf(name, sizeof name, "/run/cordon/k-%016zx",
                     std::hash<std::string>{}(services.state_dir));
-      context.runtime_root = name;
-      ::mkdir("/run/cordon", 0711);
+      context.runtime_root = name;  // made, with its parents, by MakeKernelFactory
     }
     context.verify_timeout = services.verify_timeout;
     context.interrupt_grace = options_.interrupt_grace;
