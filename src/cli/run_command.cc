@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -270,7 +271,8 @@ std::expected<closure::ClosureProgram, std::string> VerifyProgram(
 void Write(int fd, std::string_view bytes) { (void)sys::WriteAll(fd, bytes); }
 
 // After a pass-through run: what the exit status alone does not say.
-void Explain(const run::RunResult& r, const contain::Spec& spec) {
+// `cancel_signal`: the signal that cancelled the run (Ctrl-C), if any.
+void Explain(const run::RunResult& r, const contain::Spec& spec, int cancel_signal) {
   auto note = [](const std::string& line) { PrintError(kName, line); };
   if (r.setup_error) {
     const contain::SetupError& e = *r.setup_error;
@@ -278,9 +280,14 @@ void Explain(const run::RunResult& r, const contain::Spec& spec) {
          (e.detail.empty() ? "" : " (" + e.detail + ")") + ": " +
          sys::Error("", e.err).message().substr(2));
   }
+  const std::string torn_down =
+      std::string("the tree was torn down with ") +
+      (r.release.escalated ? "SIGKILL after the grace period" : "SIGTERM");
   if (r.outcome == run::Outcome::kTimedOut) {
-    note("timed out after " + std::to_string(*spec.limits.timeout_ms) + " ms; the tree was torn " +
-         (r.release.escalated ? "down with SIGKILL after the grace period" : "down with SIGTERM"));
+    note("timed out after " + std::to_string(*spec.limits.timeout_ms) + " ms; " + torn_down);
+  }
+  if (r.outcome == run::Outcome::kCancelled && cancel_signal != 0 && r.release.dead) {
+    note(std::string("cancelled by SIG") + ::sigabbrev_np(cancel_signal) + "; " + torn_down);
   }
   if (r.outcome == run::Outcome::kOomKilled) note("killed: out of memory (--memory)");
   for (const auto* s : {&r.out, &r.err}) {
@@ -396,7 +403,7 @@ int Execute(const RunArgs& a) {
                               d.reason);
       }
     }
-    Explain(r, spec);
+    Explain(r, spec, ran->cancel_signal);
   }
   if (ran->cancel_signal != 0 && r.release.dead) return 128 + ran->cancel_signal;
   return run::ExitStatus(r);

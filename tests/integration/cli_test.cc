@@ -180,6 +180,20 @@ TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
   EXPECT_TRUE(Exited(*pid));
 }
 
+// Without --json, what the exit status (130) alone does not say: that the
+// run was cancelled, and that its tree is gone.
+TEST_F(CliTest, CtrlCIsExplainedOnStderr) {
+  std::string pidfile = work_ / "main.pid";
+  Cordon c(RunArgs({"--isolation", "none", "--shell", "echo $$ > " + pidfile + "; sleep 60"}));
+  ASSERT_TRUE(ReadPidFile(pidfile));
+  ::kill(c.pid(), SIGINT);
+  Ran r = c.Wait();
+  EXPECT_EQ(r.status, 128 + SIGINT);
+  EXPECT_NE(r.err.find("cordon run: cancelled by SIGINT; the tree was torn down with SIGTERM"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
   std::string pidfile = work_ / "gc.pid";
