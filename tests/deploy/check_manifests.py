@@ -9,14 +9,16 @@
   defined; a Deployment's selector matches its pod labels and a Service's
   selector matches some pod; probes and Service targetPorts name ports the
   container has; every volumeMount names a volume; every pod runs the same
-  image (the Containerfile's), and its cordon container runs `serve`.
+  image (the Containerfile's), and its cordon container runs `serve`; a
+  pod in the node's user namespace mounts the node's /run/cordon/ids.
 - The Containerfile: known instructions only, FROM first, a base from
   Debian, every COPY source present in the repository or the build tree.
 - The systemd unit: `systemd-analyze verify` finds no directive it cannot
   parse (where systemd is installed; only the installed binary's absence
   is allowed).
-- The validator itself: a document with a misspelt securityContext field
-  and one with a bad enum value are rejected (the checks are not vacuous).
+- The validator itself: a document with a misspelt securityContext field,
+  one with a bad enum value and a Deployment whose id leases are its own
+  are rejected (the checks are not vacuous).
 
 Prints one line per file and a verdict; exit status 1 on any problem.
 """
@@ -123,6 +125,8 @@ def cross_problems(docs):
             if main.get("args", [None])[0] != "serve":
                 problems.append("%s: %s's first container must run `cordon serve` (args: [serve, "
                                 "...]), not %s" % (at, where, main.get("args")))
+            elif spec.get("hostUsers", True):
+                problems += id_lease_problems("%s: %s" % (at, where), spec, main)
     for name, d in docs:
         if d.get("kind") != "Service":
             continue
@@ -135,6 +139,22 @@ def cross_problems(docs):
                         "Containerfile builds" % sorted(images))
     return problems
 
+
+def id_lease_problems(where, spec, container):
+    """A pod in the node's user namespace leases its sandboxes' outside ids
+    in the node's /run/cordon/ids, shared with every other such pod and with
+    a cordon on the node: in a directory of its own, each pod would lease
+    from the same first id, and two pods' sandboxes would share a host uid."""
+    mounted = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+    volume = next((v for v in spec.get("volumes", []) if v["name"] == mounted.get(IDS)), None)
+    if volume is None or volume.get("hostPath", {}).get("path") != IDS:
+        return ["%s: container %s must mount the node's %s (a hostPath volume) at %s: its "
+                "sandboxes' id leases must be seen by every pod of the node"
+                % (where, container["name"], IDS, IDS)]
+    return []
+
+
+IDS = "/run/cordon/ids"
 
 INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT",
                 "VOLUME", "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK",
@@ -215,6 +235,13 @@ def self_test(schema, docs):
     bad["spec"]["replicas"] = -1
     if not schema_problems(schema, bad):
         problems.append("self-test: SandboxWarmPool replicas -1 was accepted")
+    bad = copy.deepcopy(deployment)
+    for v in bad["spec"]["template"]["spec"]["volumes"]:
+        if v.get("hostPath", {}).get("path") == IDS:
+            v.pop("hostPath")
+            v["emptyDir"] = {}
+    if not any(IDS in p for p in cross_problems([("self-test", bad)])):
+        problems.append("self-test: a Deployment leasing ids in a directory of its own was accepted")
     return problems
 
 

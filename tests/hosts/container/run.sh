@@ -177,7 +177,8 @@ image_check() {
     echo "image: podman build -f Containerfile --from $base failed (exit $rc)"
   else
     echo "image: imported the base in $(awk "BEGIN {printf \"%.1f\", $t1 - $t0}") s, built the Containerfile in $(awk "BEGIN {printf \"%.1f\", $t2 - $t1}") s"
-    # As the Deployment runs it (privileged, read-only, its volumes), with
+    # As the Deployment runs it (privileged, read-only, its volumes but the
+    # node's id lease directory, which the privileged cell checks), with
     # the image's own ENTRYPOINT and CMD.
     "${wrap[@]}" podman run -d --name "$name" --network none --privileged --read-only \
       --read-only-tmpfs=false --tmpfs /tmp --tmpfs /run/cordon -v "$state:/var/lib/cordon" \
@@ -262,10 +263,21 @@ for mode in "${modes[@]}"; do
   # writable only where the pod has volumes (not podman's own tmpfs on /run
   # and /var/tmp): the state directory, /tmp, /run/cordon; the token a
   # read-only file outside the directories cordon binds into sandboxes.
+  # The node's id lease directory (the Deployment's hostPath volume at
+  # /run/cordon/ids) stands here as one of the cell's, its lowest id held
+  # by this script as a sandbox of the node's own would hold it: the
+  # container's sandboxes must lease around it, in that directory.
+  ids=$cell_dir/ids-$mode
+  held=
   if [[ $mode == privileged ]]; then
     head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$cell_dir/token"
     chmod 0400 "$cell_dir/token"
+    rm -rf "$ids"
+    mkdir -m 0700 "$ids"
+    exec {held}>"$ids/1000000000.lock"
+    flock -n "$held"
     flags+=(--privileged --read-only --read-only-tmpfs=false --tmpfs /tmp --tmpfs /run/cordon
+      -v "$ids:/run/cordon/ids"
       -v "$cell_dir/token:/run/secrets/cordon/token:ro" -e CORDON_CELL_TOKEN_FILE=/run/secrets/cordon/token)
   fi
   t0=$(date +%s.%N)
@@ -283,6 +295,15 @@ for mode in "${modes[@]}"; do
   grep -v '^CELL ' "$cell_dir/$mode.log" | grep -E '^(  |[A-Za-z])' || true
   verdict=$(grep '^verdict: ' "$cell_dir/$mode.log" | tail -1 || true)
   secs=$(awk "BEGIN {printf \"%.1f\", $t1 - $t0}")
+  if [[ -n $held ]]; then
+    exec {held}>&-
+    if [[ ! -e $ids/1000000001.lock ]]; then
+      verdict="verdict: FAIL: no sandbox leased an id in the node's directory"
+      echo "$verdict (1000000000 held by the node; there: $(ls "$ids" | tr '\n' ' '))"
+    else
+      echo "id leases in the node's directory: $(ls "$ids" | tr '\n' ' ')(1000000000 held by the node)"
+    fi
+  fi
   if ((rc != 0)) || [[ $verdict != "verdict: PASS"* ]]; then
     failed=1
     echo "container cell ($mode): FAILED (exit $rc, ${secs} s; log: $cell_dir/$mode.log)"
@@ -292,7 +313,7 @@ for mode in "${modes[@]}"; do
     summary+=("$mode: passed (${secs} s)")
   fi
   cp "$state/cell-serve.log" "$cell_dir/$mode-serve.log" 2>/dev/null || true
-  rm -rf "$state" "$cell_dir/token"
+  rm -rf "$state" "$cell_dir/token" "$ids"
 done
 
 # podman leaves the (empty) parent groups it made: remove them, and
