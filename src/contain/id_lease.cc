@@ -29,9 +29,7 @@ std::string IdLeaseDir(const std::string& state_dir) {
 }
 
 sys::Result<IdLease> IdLease::Acquire(const std::string& dir, IdRange range) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return sys::FailErrno("mkdir(\"" + dir + "\")");
-  }
+  if (!MakeDir(dir, 0700)) return sys::FailErrno("mkdir(\"" + dir + "\")");
   // The lowest free id: the lock files never outnumber the sandboxes that
   // ran at the same time.
   for (uint32_t i = 0; i < range.count; ++i) {
