@@ -35,9 +35,22 @@ constexpr size_t kTailBytes = 2048;
 // each hold whole. A write is cut into chunks, and a full buffer is
 // flushed at once: flush() waits for the I/O thread to send it, so a
 // flooding writer goes at the pace of its own I/O thread.
+//
+// Then the pipe through which ipykernel 6.17 takes what the kernel's
+// children write to fd 1 and 2 (one per stream, read on a thread of its
+// own). The flush at a cell's end did not wait for that thread, so what was
+// still in the pipe followed the idle status and was no execution's output;
+// a print() could come before what a child had written earlier; and bytes
+// that were not UTF-8 ended the thread (later children's output was lost,
+// and a child that filled the pipe hung). Here the pipe is read under a
+// lock, by that thread and, first, by every write() and flush() on the
+// kernel's other threads but the I/O thread: a write looks at the pipe
+// (one ioctl, ~2 us). The text is decoded incrementally, and what is not
+// UTF-8 is replaced.
 constexpr const char* kLauncher = R"py(import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
+import codecs, fcntl, os, select, termios, threading
 from ipykernel import iostream, kernelapp
 def _cordon_chunked(write, chunk):
     def write_chunked(self, string):
@@ -53,6 +66,71 @@ def _cordon_chunked(write, chunk):
     return write_chunked
 iostream.OutStream.write = _cordon_chunked(iostream.OutStream.write, CHUNK)
 del _cordon_chunked
+def _cordon_pipe(OutStream):
+    setup, write, flush = OutStream._setup_stream_redirects, OutStream.write, OutStream.flush
+    def waiting(fid):
+        return int.from_bytes(fcntl.ioctl(fid, termios.FIONREAD, bytes(4)), sys.byteorder)
+    def setup_locked(self, name):
+        self._cordon_lock = threading.Lock()
+        self._cordon_text = codecs.getincrementaldecoder("utf-8")("replace")
+        setup(self, name)
+        self._cordon_fid = self._fid
+    def pump(self):
+        taken = []
+        with self._cordon_lock:
+            self._cordon_pumper = threading.current_thread()
+            try:
+                left = waiting(self._fid)  # no more: a writer that never stops cannot hold it
+                while left > 0:
+                    data = os.read(self._fid, min(left, 65536))
+                    left -= len(data)
+                    text = self._cordon_text.decode(data)
+                    if text:
+                        write(self, text)
+                    taken.append(data)
+            finally:
+                self._cordon_pumper = None
+        try:  # the copy to the kernel's own stdout or stderr, as ipykernel makes
+            for data in taken:
+                while data:
+                    data = data[os.write(self._original_stdstream_copy, data):]
+        except OSError:
+            pass
+        return len(taken)
+    def watch(self):
+        try:
+            ready = select.poll()
+            ready.register(self._fid, select.POLLIN)
+            while self._should_watch:
+                events = ready.poll()
+                if not pump(self) and any(e & ~select.POLLIN for _, e in events):
+                    break  # every writer closed the pipe
+        except Exception:
+            self._exc = sys.exc_info()
+    def pipe_first(self):
+        pub, me = self.pub_thread, threading.current_thread()
+        if (pub is not None and self._is_master_process() and me is not self._cordon_pumper
+                and me is not pub.thread):
+            pump(self)
+    def write_pipe_first(self, string):
+        # The pipe is looked at before its reader, which may have taken from
+        # it and not yet written.
+        fid = self._cordon_fid
+        if fid is not None and (waiting(fid) or self._cordon_pumper):
+            pipe_first(self)
+        return write(self, string)
+    def flush_pipe_first(self):
+        if self._cordon_fid is not None:
+            pipe_first(self)
+        flush(self)
+    OutStream._cordon_fid = OutStream._cordon_pumper = None  # until the pipe is made
+    OutStream._setup_stream_redirects = setup_locked
+    OutStream._watch_pipe_fd = watch
+    OutStream.write = write_pipe_first
+    OutStream.flush = flush_pipe_first
+if all(hasattr(iostream.OutStream, name) for name in ("_setup_stream_redirects", "_watch_pipe_fd")):
+    _cordon_pipe(iostream.OutStream)
+del _cordon_pipe
 kernelapp.launch_new_instance()
 )py";
 

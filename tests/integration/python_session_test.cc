@@ -234,6 +234,51 @@ TEST_F(PythonTest, FilesGoBothWaysBetweenTheKernelAndTheFilesApi) {
   EXPECT_EQ(Exec("files", "print(open('in/data.txt').read())")["stdout"], "api wrote\n");
 }
 
+// What a cell's child process writes to fd 1 or 2 reaches the kernel
+// through a pipe that a thread of ipykernel's reads. The cell's result holds
+// all of it (none is left to follow the idle status), before what the cell
+// prints once the child is done, even while other threads of the kernel
+// hold the interpreter. And bytes that are not UTF-8 do not end that thread
+// (ipykernel 6.17's did: every later child's output was lost, and a child
+// writing more than the pipe holds hung, here until the deadline).
+TEST_F(PythonTest, WhatAChildWritesIsInItsCellsResultWholeAndInOrder) {
+  Create("child", {{"isolation", "standard"}});
+  const std::string child =
+      "import subprocess, sys\n"
+      "subprocess.run([sys.executable, '-c', 'import os\\n"
+      "os.write(1, b\"x\" * 100000); os.write(2, b\"y\" * 100000)'])\n";
+  const json deadline = {{"timeout_ms", 60000 * TimeScale()}};
+  for (int cell = 0; cell < 3; ++cell) {
+    SCOPED_TRACE(cell);
+    json wrote = Exec("child", child, deadline);
+    EXPECT_EQ(wrote["status"], "ok");
+    EXPECT_EQ(wrote["stdout"], std::string(100000, 'x'));
+    EXPECT_EQ(wrote["stderr"], std::string(100000, 'y'));
+  }
+
+  json busy = Exec("child", R"py(import subprocess, sys, threading
+stop = False
+def spin():
+    while not stop:
+        pass
+spinners = [threading.Thread(target=spin) for _ in range(4)]
+for t in spinners: t.start()
+subprocess.run([sys.executable, '-c', 'import os\nfor i in range(50): os.write(1, b"%d\\n" % i)'])
+print('end')
+stop = True
+for t in spinners: t.join()
+)py",
+                   deadline);
+  std::string lines;
+  for (int i = 0; i < 50; ++i) lines += std::to_string(i) + "\n";
+  EXPECT_EQ(busy["stdout"], lines + "end\n");
+
+  json bad = Exec("child", "import os\nos.write(1, b'\\xff\\xfe then text\\n')");
+  EXPECT_EQ(bad["stdout"], std::string("\xef\xbf\xbd\xef\xbf\xbd then text\n"));  // U+FFFD twice
+  json after = Exec("child", child, deadline);
+  EXPECT_EQ(after["stdout"], std::string(100000, 'x'));
+}
+
 TEST_F(PythonTest, OutputPastTheBudgetIsCutMarkedAndTheKernelStaysUsable) {
   // (The grace, 2 s by default, is scaled: on a slow host the interrupted
   // kernel takes longer to drain its flood and come back.)

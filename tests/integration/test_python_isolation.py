@@ -25,29 +25,6 @@ def daemon(tmp_path_factory):
         remove_tree(mount + CGROUP_ROOT)
 
 
-# The second cell: a child process writes to fd 1, which ipykernel 6.17
-# has made a pipe that a thread of its own reads (OutStream._watch_pipe_fd)
-# and passes to sys.stdout.write. The cell can end, and its closing flush go
-# out, before that thread has read the pipe: the text then follows the idle
-# status, too late for this execution's result (seen under load in make
-# test). So the cell waits until the thread has passed the child's text on.
-CHILD_CELL = """import subprocess, sys, time
-print(x)
-forwarded = []
-write = sys.stdout.write
-def spy(text):
-    n = write(text)
-    forwarded.append(text)
-    return n
-sys.stdout.write = spy
-subprocess.run(['echo', 'from a child'])
-deadline = time.monotonic() + 30
-while 'from a child' not in ''.join(forwarded) and time.monotonic() < deadline:
-    time.sleep(0.005)
-sys.stdout.write = write
-"""
-
-
 @pytest.mark.parametrize("isolation", ["strict", "standard", "none"])
 def test_a_python_session_starts_and_keeps_state_under(daemon, isolation):
     client = daemon.client()
@@ -59,7 +36,9 @@ def test_a_python_session_starts_and_keeps_state_under(daemon, isolation):
         assert view["spec"]["isolation"]["level"] == isolation, view["spec"]
         first = client.request("POST", f"/v1/sessions/{sid}/exec", {"code": "x = 6 * 7"})
         assert first["status"] == "ok", first
-        second = client.request("POST", f"/v1/sessions/{sid}/exec", {"code": CHILD_CELL})
+        second = client.request("POST", f"/v1/sessions/{sid}/exec",
+                                {"code": "import subprocess\nprint(x)\n"
+                                         "subprocess.run(['echo', 'from a child'])"})
         assert second["status"] == "ok", second
         # The child's output reaches the client only through that pipe.
         assert second["stdout"] == "42\nfrom a child\n", second
