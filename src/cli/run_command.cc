@@ -395,7 +395,11 @@ int Execute(const RunArgs& a) {
   }
   const run::RunResult& r = ran->result;
   if (a.json) {
-    PrintJson(run::ToJson(r));
+    nlohmann::json out = run::ToJson(r);
+    if (ran->cancel_signal != 0) {
+      out["cancelled_by"] = std::string("SIG") + ::sigabbrev_np(ran->cancel_signal);
+    }
+    PrintJson(out);
   } else {
     if (!a.quiet) {
       for (const auto& d : r.grant.degraded) {

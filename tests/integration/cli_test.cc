@@ -182,7 +182,7 @@ TEST_F(CliTest, CtrlCCancelsAndTearsDown) {
 
 // Without --json, what the exit status (130) alone does not say: that the
 // run was cancelled, and that its tree is gone.
-TEST_F(CliTest, CtrlCIsExplainedOnStderr) {
+TEST_F(CliTest, TheSignalThatCancelledARunIsNamedOnStderrAndInTheJson) {
   std::string pidfile = work_ / "main.pid";
   Cordon c(RunArgs({"--isolation", "none", "--shell", "echo $$ > " + pidfile + "; sleep 60"}));
   ASSERT_TRUE(ReadPidFile(pidfile));
@@ -192,6 +192,18 @@ TEST_F(CliTest, CtrlCIsExplainedOnStderr) {
   EXPECT_NE(r.err.find("cordon run: cancelled by SIGINT; the tree was torn down with SIGTERM"),
             std::string::npos)
       << r.err;
+
+  // With --json, the result says so.
+  Cordon j(RunArgs(
+      {"--json", "--isolation", "none", "--shell", "echo $$ > " + pidfile + ".json; sleep 60"}));
+  ASSERT_TRUE(ReadPidFile(pidfile + ".json"));
+  ::kill(j.pid(), SIGTERM);
+  Ran rj = j.Wait();
+  EXPECT_EQ(rj.status, 128 + SIGTERM);
+  json result = json::parse(rj.out);
+  EXPECT_EQ(result["outcome"], "cancelled");
+  EXPECT_EQ(result["cancelled_by"], "SIGTERM");
+  EXPECT_EQ(result["release"]["dead"], true);
 }
 
 TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
