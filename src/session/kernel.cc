@@ -68,8 +68,9 @@ iostream.OutStream.write = _cordon_chunked(iostream.OutStream.write, CHUNK)
 del _cordon_chunked
 def _cordon_pipe(OutStream):
     setup, write, flush = OutStream._setup_stream_redirects, OutStream.write, OutStream.flush
+    none = bytes(4)
     def waiting(fid):
-        return int.from_bytes(fcntl.ioctl(fid, termios.FIONREAD, bytes(4)), sys.byteorder)
+        return int.from_bytes(fcntl.ioctl(fid, termios.FIONREAD, none), sys.byteorder)
     def setup_locked(self, name):
         self._cordon_lock = threading.Lock()
         self._cordon_text = codecs.getincrementaldecoder("utf-8")("replace")
@@ -116,7 +117,8 @@ def _cordon_pipe(OutStream):
         # The pipe is looked at before its reader, which may have taken from
         # it and not yet written.
         fid = self._cordon_fid
-        if fid is not None and (waiting(fid) or self._cordon_pumper):
+        if fid is not None and (fcntl.ioctl(fid, termios.FIONREAD, none) != none
+                                or self._cordon_pumper):
             pipe_first(self)
         return write(self, string)
     def flush_pipe_first(self):
