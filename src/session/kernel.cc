@@ -84,6 +84,8 @@ def _cordon_pipe(OutStream):
                 left = waiting(self._fid)  # no more: a writer that never stops cannot hold it
                 while left > 0:
                     data = os.read(self._fid, min(left, 65536))
+                    if not data:
+                        break
                     left -= len(data)
                     text = self._cordon_text.decode(data)
                     if text:
