@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "contain/cgroup_layout.h"
 #include "proc/stat.h"
@@ -160,8 +161,20 @@ class CgroupRootEnvironment final : public ::testing::Environment {
   void TearDown() override {
     auto layout = contain::DiscoverCgroupLayout();
     if (!layout) return;
-    if (layout->v2) RemoveCgroupTree(layout->v2->mount_point + CgroupRoot());
-    for (const auto& [controller, h] : layout->v1) RemoveCgroupTree(h.mount_point + CgroupRoot());
+    std::vector<std::filesystem::path> roots;
+    if (layout->v2) roots.emplace_back(layout->v2->mount_point + CgroupRoot());
+    for (const auto& [controller, h] : layout->v1) roots.emplace_back(h.mount_point + CgroupRoot());
+    // A group whose last process is still being reaped (a kernel or a
+    // daemon that has just ended) refuses rmdir for a moment: up to 5 s.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      bool left = false;
+      for (const auto& root : roots) {
+        RemoveCgroupTree(root);
+        left |= std::filesystem::exists(root);
+      }
+      if (!left) return;
+      ::usleep(50'000);
+    }
   }
 };
 
