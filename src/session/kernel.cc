@@ -43,14 +43,14 @@ constexpr size_t kTailBytes = 2048;
 // a print() could come before what a child had written earlier; and bytes
 // that were not UTF-8 ended the thread (later children's output was lost,
 // and a child that filled the pipe hung). Here the pipe is read under a
-// lock, by that thread and, first, by every write() and flush() on the
-// kernel's other threads but the I/O thread: a write looks at the pipe
-// (one ioctl, ~2 us). The text is decoded incrementally, and what is not
-// UTF-8 is replaced.
+// lock, by that thread and, first, by flush() and write() on the kernel's
+// other threads but the I/O thread: flush() always, write() when the pipe
+// holds anything, looked at (one ioctl) at most once a millisecond. The text
+// is decoded incrementally, and what is not UTF-8 is replaced.
 constexpr const char* kLauncher = R"py(import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
-import codecs, fcntl, os, select, termios, threading
+import codecs, fcntl, os, select, termios, threading, time
 from ipykernel import iostream, kernelapp
 def _cordon_chunked(write, chunk):
     def write_chunked(self, string):
@@ -116,18 +116,24 @@ def _cordon_pipe(OutStream):
                 and me is not pub.thread):
             pump(self)
     def write_pipe_first(self, string):
-        # The pipe is looked at before its reader, which may have taken from
-        # it and not yet written.
-        fid = self._cordon_fid
-        if fid is not None and (fcntl.ioctl(fid, termios.FIONREAD, none) != none
-                                or self._cordon_pumper):
-            pipe_first(self)
+        # At most once a millisecond (the ioctl lets other threads take the
+        # interpreter), or while the reader holds what it took; the pipe is
+        # looked at before the reader, which may have taken from it and not
+        # yet written.
+        if self._cordon_fid is not None:
+            now = time.monotonic()
+            if now >= self._cordon_next_look or self._cordon_pumper:
+                self._cordon_next_look = now + 0.001
+                if (fcntl.ioctl(self._cordon_fid, termios.FIONREAD, none) != none
+                        or self._cordon_pumper):
+                    pipe_first(self)
         return write(self, string)
     def flush_pipe_first(self):
         if self._cordon_fid is not None:
             pipe_first(self)
         flush(self)
     OutStream._cordon_fid = OutStream._cordon_pumper = None  # until the pipe is made
+    OutStream._cordon_next_look = 0.0
     OutStream._setup_stream_redirects = setup_locked
     OutStream._watch_pipe_fd = watch
     OutStream.write = write_pipe_first

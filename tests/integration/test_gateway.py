@@ -931,6 +931,18 @@ class Raw:
         self.frames.append((opcode, msg))
         return msg
 
+    def line(self, msg_id, timeout=60, what="a line"):
+        """The stream text of `msg_id` up to its first newline. One print can
+        reach the client in more than one stream message: the kernel sends
+        what was written within 0.2 s as one, and under load the writes of
+        one print can straddle that."""
+        text = ""
+        while "\n" not in text:
+            out = self.until(lambda m: m["header"]["msg_type"] == "stream" and
+                             m["parent_header"].get("msg_id") == msg_id, timeout, what)
+            text += out["content"]["text"]
+        return text
+
     def until(self, predicate, timeout=60, what="a message"):
         """Messages read until one satisfies `predicate`; returns it."""
         deadline = time.monotonic() + timeout
@@ -1074,9 +1086,7 @@ def test_input_over_stdin_in_both_protocols(target, kernel):
                                 raw.session)
             answer["parent_header"] = request["header"]
             raw.send(answer)
-            out = raw.until(lambda m: m["header"]["msg_type"] == "stream" and
-                            m["parent_header"].get("msg_id") == msg_id, 60, "the greeting")
-            assert out["content"]["text"].startswith(f"hello cordon-{int(v1)}")
+            assert raw.line(msg_id, 60, "the greeting") == f"hello cordon-{int(v1)}\n"
             raw.until(lambda m: m["header"]["msg_type"] == "execute_reply" and
                       m["parent_header"].get("msg_id") == msg_id, 60, "execute_reply")
         finally:
@@ -1114,9 +1124,7 @@ def test_input_at_once_after_the_kernel_is_idle_reaches_the_client(target):
                 answer = ws_message("stdin", "input_reply", {"value": "yes"}, raw.session)
                 answer["parent_header"] = request["header"]
                 raw.send(answer)
-                out = raw.until(lambda m: m["header"]["msg_type"] == "stream" and
-                                m["parent_header"].get("msg_id") == msg_id, 30, "the echo")
-                assert out["content"]["text"] == "yes\n"
+                assert raw.line(msg_id, 30, "the echo") == "yes\n"
             finally:
                 raw.close()
         finally:
