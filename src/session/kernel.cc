@@ -124,8 +124,7 @@ def _cordon_pipe(OutStream):
             now = time.monotonic()
             if now >= self._cordon_next_look or self._cordon_pumper:
                 self._cordon_next_look = now + 0.001
-                if (fcntl.ioctl(self._cordon_fid, termios.FIONREAD, none) != none
-                        or self._cordon_pumper):
+                if waiting(self._cordon_fid) or self._cordon_pumper:
                     pipe_first(self)
         return write(self, string)
     def flush_pipe_first(self):
