@@ -15,7 +15,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
 # Build and test dependencies (docs/dependencies.md says why each is here).
-PACKAGES := cmake ninja-build g++ make pkg-config \
+PACKAGES := cmake ninja-build g++ make \
 	libsqlite3-dev nlohmann-json3-dev libcli11-dev libssl-dev libboost-dev \
 	libseccomp-dev libtomlplusplus-dev \
 	libgtest-dev libgmock-dev libzmq3-dev \
