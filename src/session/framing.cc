@@ -51,8 +51,8 @@ std::string AnsiCQuote(std::string_view bytes) {
 
 std::string NewNonce() { return "cordon-end-" + sys::RandomHex(16); }
 
-std::string MarkerLine(const std::string& nonce) {
-  return "builtin printf '%s %d\\n' " + nonce + " \"$?\"; builtin printf '%s\\n' " + nonce +
+std::string MarkerLines(const std::string& nonce) {
+  return "builtin printf '%s %d\\n' " + nonce + " \"$?\"\nbuiltin printf '%s\\n' " + nonce +
          " >&2\n";
 }
 

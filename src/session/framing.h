@@ -2,9 +2,9 @@
 // per execution. The daemon writes each command to the shell's stdin as one
 // line, `eval $'...'` with every byte outside a small safe set written as
 // \xHH (so no byte of the command can end the line or the quoting), and the
-// end marker on the *next* line: a fresh random nonce per execution, printed
-// by the shell only after the command is done. The command never has the
-// nonce in scope (the shell has not read that line yet), so output that
+// end markers on the *next* lines: a fresh random nonce per execution,
+// printed by the shell only after the command is done. The command never has
+// the nonce in scope (the shell has not read those lines yet), so output that
 // imitates a marker, or repeats an earlier one, cannot end its execution
 // early.
 #pragma once
@@ -24,11 +24,14 @@ std::string AnsiCQuote(std::string_view bytes);
 // "cordon-end-" and 32 random hex digits.
 std::string NewNonce();
 
-// The line that makes the shell print the end markers for `nonce`: on
-// stdout "<nonce> <status>\n" (the status of the command before it), on
+// The lines that make the shell print the end markers for `nonce`: on
+// stdout "<nonce> <status>\n" (the status of the command before them), on
 // stderr "<nonce>\n". Builtins only, so a function or alias named printf
-// cannot interfere.
-std::string MarkerLine(const std::string& nonce);
+// cannot interfere. One line each: a SIGINT that lands while bash runs a
+// command substitution can abort the command and then, once more, the next
+// line after its first command has run; with both markers on one line, the
+// stderr marker never came and the execution never ended.
+std::string MarkerLines(const std::string& nonce);
 
 // One stream of the shell's output, split at the current execution's end
 // marker. Bytes that arrive while no execution expects output (startup

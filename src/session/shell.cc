@@ -20,14 +20,14 @@ constexpr std::string_view kBootstrap =
 constexpr int kControlPipeBytes = 1 << 20;
 
 // bash reads its input in blocks (of 1024 or 4096 bytes), and a command's
-// line and its end marker line go in one write while the shell waits, with
+// line and its end marker lines go in one write while the shell waits, with
 // the pipe and bash's buffer empty: its reads are aligned to the start of
-// that write. If the marker line straddled a block boundary, its tail would
+// that write. If the markers straddled a block boundary, their tail would
 // stay in the pipe while the command runs, where a builtin could read it
 // through the shell's saved stdin (`read -u 10`), eating the marker (a hang)
 // or learning the nonce (a fake status). So the command's line is padded
-// with spaces before its newline until that newline and the whole marker
-// line lie in one 1024-byte block, hence in one block of any multiple of it.
+// with spaces before its newline until that newline and both marker lines
+// lie in one 1024-byte block, hence in one block of any multiple of it.
 constexpr size_t kInputBlock = 1024;
 
 void PadToKeepMarkerInOneRead(std::string& line, size_t marker_bytes) {
@@ -93,7 +93,7 @@ std::expected<std::unique_ptr<Shell>, contain::AdmitError> Shell::Start(
   std::string nonce = NewNonce();
   shell->out_frame_.Expect(nonce, true);
   shell->err_frame_.Expect(nonce, false);
-  shell->Send(std::string(kBootstrap) + MarkerLine(nonce));
+  shell->Send(std::string(kBootstrap) + MarkerLines(nonce));
   return shell;
 }
 
@@ -171,8 +171,8 @@ void Shell::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
               ? " < <(builtin printf %s " + AnsiCQuote(*request_.stdin_bytes) + ")\n"
               : " < /dev/null\n";
   alarm_->Set(request_.timeout, [this] { OnDeadline(); });
-  std::string marker = MarkerLine(nonce);
-  static_assert(kInputBlock > 128, "a marker line must fit in one block");
+  std::string marker = MarkerLines(nonce);
+  static_assert(kInputBlock > 256, "the marker lines must fit in one block");
   PadToKeepMarkerInOneRead(line, marker.size());
   Send(line + marker);
 }
