@@ -14,6 +14,7 @@ Usage: bench/interrupt_stress.py [ROUNDS] [CORDON ...]
 (default 400 rounds, build/cordon; several binaries run in turn, each with a
 daemon of its own.)"""
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 os.environ.setdefault("CORDON_HELPERS_DIR", os.path.join(ROOT, "build", "helpers"))
 
-from daemon_support import Daemon  # noqa: E402
+from daemon_support import Daemon, remove_cgroup_root, unmount_beneath  # noqa: E402
 
 COMMAND = "touch $HOME/go; x=$(echo hi); sleep 30"
 
@@ -44,7 +45,9 @@ def one_round(session):
 
 
 def stress(binary, rounds):
-    daemon = Daemon(tempfile.mkdtemp(prefix="cordon-interrupt-") + "/state", binary=binary)
+    work = tempfile.mkdtemp(prefix="cordon-interrupt-")
+    cgroup_root = f"/cordon-bench-interrupt-{os.getpid()}"
+    daemon = Daemon(os.path.join(work, "state"), binary=binary, cgroup_root=cgroup_root)
     misses = 0
     try:
         client = daemon.client()
@@ -60,6 +63,11 @@ def stress(binary, rounds):
         session.close()
     finally:
         daemon.stop()
+        mounted = unmount_beneath(work)
+        left = remove_cgroup_root(cgroup_root)
+        shutil.rmtree(work, ignore_errors=True)
+        if left or mounted:
+            print(f"(left behind: cgroups {left}, mounts {mounted})")
     return misses
 
 
