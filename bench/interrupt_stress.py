@@ -14,7 +14,6 @@ Usage: bench/interrupt_stress.py [ROUNDS] [CORDON ...]
 (default 400 rounds, build/cordon; several binaries run in turn, each with a
 daemon of its own.)"""
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -25,7 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 os.environ.setdefault("CORDON_HELPERS_DIR", os.path.join(ROOT, "build", "helpers"))
 
-from daemon_support import Daemon, remove_cgroup_root, unmount_beneath  # noqa: E402
+from daemon_support import Daemon, remove_bench_leftovers  # noqa: E402
 
 COMMAND = "touch $HOME/go; x=$(echo hi); sleep 30"
 
@@ -63,11 +62,7 @@ def stress(binary, rounds):
         session.close()
     finally:
         daemon.stop()
-        mounted = unmount_beneath(work)
-        left = remove_cgroup_root(cgroup_root)
-        shutil.rmtree(work, ignore_errors=True)
-        if left or mounted:
-            print(f"(left behind: cgroups {left}, mounts {mounted})")
+        remove_bench_leftovers(work, cgroup_root)
     return misses
 
 

@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import random
-import shutil
 import sys
 import tempfile
 import threading
@@ -51,10 +50,9 @@ from daemon_support import (  # noqa: E402
     held_id_leases,
     identity,
     pids_in_cgroup_tree,
-    remove_cgroup_root,
+    remove_bench_leftovers,
     still_running,
     store_query,
-    unmount_beneath,
 )
 
 CORDON = os.environ.get("CORDON_BINARY", os.path.join(ROOT, "build", "cordon"))
@@ -271,11 +269,7 @@ def main():
     finally:
         if daemon is not None and daemon.proc.poll() is None:
             daemon.stop()
-        mounted = unmount_beneath(work)
-        left = remove_cgroup_root(cgroup_root)
-        shutil.rmtree(work, ignore_errors=True)
-        if left or mounted:
-            print(f"(left behind after the daemon stopped: cgroups {left}, mounts {mounted})")
+        remove_bench_leftovers(work, cgroup_root)
     if failures:
         print(f"VERDICT: NOT MET: {len(failures)} of {args.rounds} rounds: " + "; ".join(failures[:5]))
         return 1

@@ -35,7 +35,6 @@ import argparse
 import http.client
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -46,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
-from daemon_support import Daemon, proc_status, remove_cgroup_root, unmount_beneath  # noqa: E402
+from daemon_support import Daemon, proc_status, remove_bench_leftovers  # noqa: E402
 
 CORDON = os.environ.get("CORDON_BINARY", os.path.join(ROOT, "build", "cordon"))
 MiB = 1 << 20
@@ -214,11 +213,7 @@ def main():
             elif seen["live"] != int(name.split()[0]):
                 failures.append(f"{name}: only {seen['live']} were live at once")
     finally:
-        mounted = unmount_beneath(work)
-        left = remove_cgroup_root(cgroup_root)
-        shutil.rmtree(work, ignore_errors=True)
-        if left or mounted:
-            print(f"(left behind: cgroups {left}, mounts {mounted})")
+        remove_bench_leftovers(work, cgroup_root)
     print("idle: VmRSS before the case; peak: VmHWM at its end; sampled: the largest VmRSS seen "
           "every 20 ms; after: VmRSS 1 s later; caps: idle + output_limit_bytes + the answer")
     if args.json:

@@ -32,7 +32,6 @@ import argparse
 import http.client
 import json
 import os
-import shutil
 import socket
 import sys
 import tempfile
@@ -50,9 +49,8 @@ from daemon_support import (  # noqa: E402
     Daemon,
     PeakSampler,
     proc_status,
-    remove_cgroup_root,
+    remove_bench_leftovers,
     store_query,
-    unmount_beneath,
 )
 from kernel_gateway import Gateway  # noqa: E402
 
@@ -265,12 +263,7 @@ def main():
             if name.startswith("websocket") and not seen.get("kernel_ok"):
                 failures.append(f"{name}: the kernel did not go on ({seen['outcome']})")
     finally:
-        # What the daemons left mounted (a session's workspace image).
-        mounted = unmount_beneath(work)
-        left = remove_cgroup_root(cgroup_root)
-        shutil.rmtree(work, ignore_errors=True)
-        if left or mounted:
-            print(f"(left behind: cgroups {left}, mounts {mounted})")
+        remove_bench_leftovers(work, cgroup_root)
     print("peak: VmHWM at the end of the case; sampled: the largest VmRSS seen every 20 ms;"
           " after: VmRSS 1 s later")
     if failures:

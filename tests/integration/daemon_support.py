@@ -4,6 +4,7 @@ started are looked at or signalled (by pid); nothing is found by name."""
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -562,3 +563,14 @@ def unmount_beneath(path):
     for target in mounts_beneath(path):
         subprocess.run(["umount", target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return mounts_beneath(path)
+
+
+def remove_bench_leftovers(work, cgroup_root):
+    """What a bench's stopped daemons left: unmounts what is mounted beneath
+    `work`, removes `cgroup_root` in every hierarchy, then `work`; prints
+    what could not be removed."""
+    mounted = unmount_beneath(work)
+    left = remove_cgroup_root(cgroup_root)
+    shutil.rmtree(work, ignore_errors=True)
+    if left or mounted:
+        print(f"(left behind: cgroups {left}, mounts {mounted})")
