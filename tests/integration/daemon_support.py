@@ -567,10 +567,11 @@ def unmount_beneath(path):
 
 def remove_bench_leftovers(work, cgroup_root):
     """What a bench's stopped daemons left: unmounts what is mounted beneath
-    `work`, removes `cgroup_root` in every hierarchy, then `work`; prints
-    what could not be removed."""
+    `work`, removes `cgroup_root` in every hierarchy, and CGROUP_ROOT, which
+    probe() prepared for this process, then `work`; prints what could not be
+    removed."""
     mounted = unmount_beneath(work)
-    left = remove_cgroup_root(cgroup_root)
+    left = remove_cgroup_root(cgroup_root) + remove_cgroup_root(CGROUP_ROOT)
     shutil.rmtree(work, ignore_errors=True)
     if left or mounted:
         print(f"(left behind: cgroups {left}, mounts {mounted})")
