@@ -19,7 +19,10 @@ After every restart (before any new work), checked:
   - every record is accounted for: each grant that was active is
     `released`, no grant is `active`, each live session is `lost`;
   - nothing is left: no cgroup beneath the root, no process in one, no
-    descendant of the new daemon, no id lease held.
+    descendant of the new daemon, no id lease held, but for the new daemon's
+    own warm pools (--prespawn-runs 2, --prespawn-shells 2: 4 sandboxes it
+    makes as it starts, each under an active grant it supervises), which
+    are waited for (up to 30 s) and then set apart.
 The last daemon is stopped with SIGTERM (exit 0) and checked the same way.
 
 Prints a row per kill and one verdict line.
@@ -57,6 +60,8 @@ from daemon_support import (  # noqa: E402
 
 CORDON = os.environ.get("CORDON_BINARY", os.path.join(ROOT, "build", "cordon"))
 SHELLS = 4
+POOLS = ("--prespawn-runs", "2", "--prespawn-shells", "2")  # cordon serve's defaults, named
+POOLED = 4
 
 
 class Load:
@@ -170,13 +175,42 @@ def record_trees(daemon, cgroup_root):
     return idents, [g[0] for g in grants], sessions
 
 
+def grant_of(cgroup, cgroup_root):
+    """The grant id a cgroup beneath `cgroup_root` belongs to (its first
+    component beneath the root)."""
+    return cgroup.split(cgroup_root + "/", 1)[1].split("/", 1)[0]
+
+
+def own_pool(daemon, cgroup_root):
+    """The new daemon's warm pools: the ids of the active grants it
+    supervises and the processes in their cgroups, once there are POOLED of
+    them and every cgroup beneath the root is one of theirs (up to 30 s;
+    then as they are, and verify() reports the rest)."""
+    deadline = time.monotonic() + 30
+    while True:
+        own = {r[0] for r in store_query(
+            daemon.state_dir, "SELECT id FROM grants WHERE state = 'active' AND supervisor_pid = ?",
+            (daemon.pid,))}
+        settled = {grant_of(c, cgroup_root) for c in cgroups_beneath(cgroup_root)} <= own
+        if (len(own) == POOLED and settled) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    pids = set()
+    for grant in own:
+        pids |= pids_in_cgroup_tree(f"{cgroup_root}/{grant}")
+    return own, pids
+
+
 def verify(daemon, cgroup_root, idents, grants, sessions, seen_grants):
     """What is left of the trees from before, as a list of problems."""
     problems = []
+    pool, pool_pids = own_pool(daemon, cgroup_root)
     alive = [i for i in idents if still_running(i)]
     if alive:
         problems.append(f"{len(alive)} processes from before still run: {alive[:5]}")
-    active = store_query(daemon.state_dir, "SELECT id FROM grants WHERE state = 'active'")
+    active = [a for a in store_query(daemon.state_dir,
+                                     "SELECT id FROM grants WHERE state = 'active'")
+              if a[0] not in pool]
     if active:
         problems.append(f"{len(active)} grants active: {[a[0] for a in active][:3]}")
     for gid in set(grants) | seen_grants:
@@ -190,25 +224,27 @@ def verify(daemon, cgroup_root, idents, grants, sessions, seen_grants):
                           "SELECT state, generation FROM sessions WHERE id = ?", (sid,))
         if not row or row[0] != ("lost", generation):
             problems.append(f"session {sid} (generation {generation}) is {row}, not lost")
-    cgroups = cgroups_beneath(cgroup_root)
+    cgroups = [c for c in cgroups_beneath(cgroup_root) if grant_of(c, cgroup_root) not in pool]
     if cgroups:
         # Which grants they were, as the store knows them (a group made
         # before its grant was recorded is known to no one).
-        ids = sorted({c.rsplit("/", 1)[1] for c in cgroups})
+        ids = sorted({grant_of(c, cgroup_root) for c in cgroups})
         known = {i: store_query(daemon.state_dir, "SELECT state, outcome FROM grants WHERE id = ?",
                                 (i,)) for i in ids}
         problems.append(f"{len(cgroups)} cgroups left ({len(ids)} grants: "
                         + ", ".join(f"{i[:8]} {known[i][0] if known[i] else 'no record'}"
                                     for i in ids[:3]) + f"): {cgroups[:2]}")
-    in_cgroups = pids_in_cgroup_tree(cgroup_root)
+    in_cgroups = pids_in_cgroup_tree(cgroup_root) - pool_pids
     if in_cgroups:
         problems.append(f"processes in the cgroups: {sorted(in_cgroups)[:5]}")
-    children = descendants(daemon.pid)
+    children = descendants(daemon.pid) - pool_pids
     if children:
         problems.append(f"the new daemon has descendants: {sorted(children)[:5]}")
-    leases = held_id_leases(daemon.state_dir)
+    leases = held_id_leases(daemon.state_dir, except_holders={daemon.pid})
     if leases:
         problems.append(f"id leases held: {leases[:5]}")
+    if len(pool) != POOLED:
+        problems.append(f"the new daemon's warm pools hold {len(pool)} grants, not {POOLED}")
     return problems
 
 
@@ -227,7 +263,7 @@ def main():
     print(f"{'round':>5} {'load s':>6} {'runs':>5} {'strm':>5} {'execs':>5} {'k-exec':>6} "
           f"{'procs':>5} {'grants':>6} {'sess':>4} {'restart ms':>10}  after the restart")
     try:
-        daemon = Daemon(state, cgroup_root=cgroup_root, binary=CORDON)
+        daemon = Daemon(state, *POOLS, cgroup_root=cgroup_root, binary=CORDON)
         for round_ in range(1, args.rounds + 1):
             load = Load(daemon, rng)
             # At least until the kernel session is up, then a random moment.
@@ -241,7 +277,7 @@ def main():
             daemon.kill()  # SIGKILL to the daemon this script started, by pid
             load.stop()
             started = time.monotonic()
-            daemon = Daemon(state, cgroup_root=cgroup_root, binary=CORDON)
+            daemon = Daemon(state, *POOLS, cgroup_root=cgroup_root, binary=CORDON)
             restart_ms = (time.monotonic() - started) * 1000
             problems = verify(daemon, cgroup_root, idents, grants, sessions, load.seen_grants)
             problems += [f"before the kill: {e}" for e in load.errors]

@@ -439,10 +439,10 @@ def id_lease_dir(state_dir):
     return os.path.join(str(state_dir), "ids")
 
 
-def held_id_leases(state_dir):
+def held_id_leases(state_dir, except_holders=()):
     """The id lease files (<id>.lock in id_lease_dir) that some process
     holds an flock on now, read from /proc/locks (nothing is locked to find
-    out)."""
+    out); leases locked by a pid of `except_holders` are not counted."""
     ids = id_lease_dir(state_dir)
     try:
         names = os.listdir(ids)
@@ -467,7 +467,7 @@ def held_id_leases(state_dir):
                 key = (int(major, 16), int(minor, 16), int(ino))
             except ValueError:
                 continue
-            if key in inodes:
+            if key in inodes and int(fields[4]) not in except_holders:
                 held.add(inodes[key])
     return sorted(held)
 
