@@ -1,6 +1,7 @@
 """A real `cordon serve` for the Python tests and benchmarks, and the /proc
 and cgroup helpers they check processes with. Only processes the tests
 started are looked at or signalled (by pid); nothing is found by name."""
+import atexit
 import functools
 import json
 import os
@@ -87,7 +88,10 @@ def pids_in_cgroup_tree(cgroup_root):
 
 @functools.cache
 def probe():
-    """`cordon probe --json` under the tests' cgroup root, once per run."""
+    """`cordon probe --json` under the tests' cgroup root, once per run. The
+    probe makes that root; this process removes it as it exits (a bench or
+    script has no pytest_sessionfinish to do it)."""
+    atexit.register(remove_cgroup_root, CGROUP_ROOT)
     return json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
                                      capture_output=True, text=True, check=True).stdout)
 
@@ -567,11 +571,10 @@ def unmount_beneath(path):
 
 def remove_bench_leftovers(work, cgroup_root):
     """What a bench's stopped daemons left: unmounts what is mounted beneath
-    `work`, removes `cgroup_root` in every hierarchy, and CGROUP_ROOT, which
-    probe() prepared for this process, then `work`; prints what could not be
-    removed."""
+    `work`, removes `cgroup_root` in every hierarchy, then `work`; prints
+    what could not be removed."""
     mounted = unmount_beneath(work)
-    left = remove_cgroup_root(cgroup_root) + remove_cgroup_root(CGROUP_ROOT)
+    left = remove_cgroup_root(cgroup_root)
     shutil.rmtree(work, ignore_errors=True)
     if left or mounted:
         print(f"(left behind: cgroups {left}, mounts {mounted})")
