@@ -1,6 +1,8 @@
 #include "proc/stat.h"
 
 #include <dirent.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <memory>
@@ -73,6 +75,14 @@ sys::Result<std::vector<pid_t>> ListPids() {
     if (ParseNumber(name, pid)) pids.push_back(pid);
   }
   return pids;
+}
+
+uint64_t TicksSinceBoot() {
+  static const uint64_t hz = static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
+  struct timespec now {};
+  ::clock_gettime(CLOCK_BOOTTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * hz +
+         static_cast<uint64_t>(now.tv_nsec) / (1'000'000'000 / hz);
 }
 
 }  // namespace cordon::proc

@@ -35,4 +35,9 @@ sys::Result<Stat> ReadStat(pid_t pid);
 // Every pid listed in /proc at the time of the call.
 sys::Result<std::vector<pid_t>> ListPids();
 
+// Now, on the clock of Stat::start_ticks (CLOCK_BOOTTIME in clock ticks): a
+// process with start_ticks at or above it started at or after the call, or
+// at most one tick before.
+uint64_t TicksSinceBoot();
+
 }  // namespace cordon::proc

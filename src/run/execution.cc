@@ -8,6 +8,8 @@
 #include <filesystem>
 
 #include "contain/pid_init.h"
+#include "proc/signal_identity.h"
+#include "proc/stat.h"
 
 namespace cordon::run {
 namespace {
@@ -322,6 +324,25 @@ void Execution::Cancel() {
 sys::Result<void> Execution::Interrupt(int sig) {
   if (exit_ || finished_) return sys::Fail("interrupt: the main process has exited", ESRCH);
   return sys::SignalProcessGroup(child_.pidfd, child_.pgid, sig);
+}
+
+sys::Result<int> Execution::SignalGroupStartedSince(int sig, uint64_t since_ticks) {
+  if (exit_ || finished_ || child_.pgid <= 1 || child_.pgid == ::getpgrp()) return 0;
+  CORDON_ASSIGN_OR_RETURN(std::vector<pid_t> pids, proc::ListPids());
+  CORDON_ASSIGN_OR_RETURN(std::string boot_id, proc::BootId());
+  int sent = 0;
+  for (pid_t pid : pids) {
+    auto st = proc::ReadStat(pid);
+    if (!st || st->pgrp != child_.pgid || st->exited() || st->start_ticks < since_ticks) continue;
+    // Not the main process, nor, where that is a pid namespace's init, the
+    // command it started (its child).
+    if (pid == child_.identity.pid || (child_.init_report && st->ppid == child_.identity.pid)) {
+      continue;
+    }
+    auto m = proc::SignalIdentity(proc::Identity{pid, st->ppid, st->start_ticks, boot_id}, sig);
+    if (m && *m == proc::Mismatch::kNone) ++sent;
+  }
+  return sent;
 }
 
 void Execution::RetryRelease(std::function<void(const contain::Release&)> retried) {

@@ -96,6 +96,12 @@ class Execution final {
   // Sends `sig` to the main process's process group while the main process
   // runs (a session's interrupt: SIGINT to the command and its shell).
   sys::Result<void> Interrupt(int sig);
+  // Sends `sig`, by identity (proc::SignalIdentity), to each live process
+  // of that group that started at or after `since_ticks`
+  // (proc::TicksSinceBoot), but the main process (and the command, where
+  // the main process is a pid namespace's init): what a shell's command
+  // started and left behind. Returns how many got it.
+  sys::Result<int> SignalGroupStartedSince(int sig, uint64_t since_ticks);
 
   // After `done` reported a release that was not verified (the grant stays
   // active, naming survivors): tears the tree down again, at once. On

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "proc/stat.h"
+
 namespace cordon::session {
 namespace {
 
@@ -131,6 +133,7 @@ void Shell::OnFramed() {
   if (phase_ != Phase::kRunning && phase_ != Phase::kInterrupting) return;
   alarm_->Cancel();
   interrupt_alarm_->Cancel();
+  if (interrupted_) (void)execution_->SignalGroupStartedSince(SIGINT, exec_started_ticks_);
   phase_ = Phase::kIdle;
   ExecResult result = TakeResult();
   result.exit_code = status;
@@ -160,7 +163,9 @@ void Shell::Exec(ExecRequest request, std::function<void(ExecResult)> done) {
   phase_ = Phase::kRunning;
   ++serial_;
   timed_out_ = false;
+  interrupted_ = false;
   exec_started_ = std::chrono::steady_clock::now();
+  exec_started_ticks_ = proc::TicksSinceBoot();
   out_.emplace(request_.output_limit);
   err_.emplace(request_.output_limit);
   std::string nonce = NewNonce();
@@ -185,6 +190,7 @@ bool Shell::Interrupt() {
 bool Shell::SendInterrupt(uint64_t serial, int repeats) {
   if (!running() || serial != serial_) return false;
   bool sent = execution_->Interrupt(SIGINT).has_value();
+  interrupted_ = interrupted_ || sent;
   if (repeats > 0) {
     interrupt_alarm_->Set(kInterruptRepeat,
                           [this, serial, repeats] { SendInterrupt(serial, repeats - 1); });

@@ -51,7 +51,13 @@ class Shell final : public Runtime {
   // SIGINT to the running command (and the shell, which survives it),
   // repeated every kInterruptRepeat while that command runs, for up to a
   // second: a SIGINT that lands while the shell forks the command is lost
-  // (the child does not exist yet, and the shell then waits for it).
+  // (the child does not exist yet, and the shell then waits for it). Once
+  // an interrupted command's end markers are in, every process it started
+  // that is still in the shell's group gets one more: bash holds SIGINT
+  // blocked across fork, so a child forked as the SIGINT lands never gets
+  // it, and the shell, which did, abandons the command without waiting for
+  // that child. What the command put in the background ignores SIGINT
+  // (bash starts it so, without job control) and stays.
   // False when no command runs.
   bool Interrupt() override;
   // Tears the whole tree down now; `ended` follows with kKilled.
@@ -98,7 +104,9 @@ class Shell final : public Runtime {
   ExecRequest request_;
   std::function<void(ExecResult)> exec_done_;
   bool timed_out_ = false;
+  bool interrupted_ = false;  // the current execution got a SIGINT
   std::chrono::steady_clock::time_point exec_started_;
+  uint64_t exec_started_ticks_ = 0;  // proc::TicksSinceBoot
 };
 
 }  // namespace cordon::session
