@@ -37,7 +37,17 @@ namespace asio = boost::asio;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-bool Truthy(const std::string& v) { return v == "true" || v == "1" || v == "yes"; }
+// The query parameters a /v1 route takes, by its segments and method.
+std::vector<std::string_view> QueryKeys(const std::vector<std::string>& seg, http::verb method) {
+  if (seg.size() == 3 && seg[1] == "sessions" && method == http::verb::delete_) {
+    return {"keep_workspace"};
+  }
+  if (seg.size() == 4 && seg[1] == "sessions" && seg[3] == "files") return {"dir"};
+  if (seg.size() > 4 && seg[1] == "sessions" && seg[3] == "files" && method == http::verb::put) {
+    return {"offset"};
+  }
+  return {};
+}
 
 // Removes what runs of an earlier daemon left in <state>/scratch: each
 // workspace with its bound (a tmpfs unmounted, an image deleted).
@@ -227,6 +237,17 @@ struct Daemon::Impl {
     };
     if (request.path == mcp::kPath) return mcp_http->Handle(request, ex);
     if (extension && extension->Handle(request, ex)) return;
+    const auto query = ParseQuery(request.query);
+    if (!seg.empty() && seg[0] == "v1") {
+      std::vector<std::string_view> known = QueryKeys(seg, method);
+      if (auto unknown = UnknownQueryKey(query, known)) {
+        std::string takes;
+        for (std::string_view k : known) takes += (takes.empty() ? "" : ", ") + std::string(k);
+        return ex->RespondError(Invalid(
+            *unknown, *unknown + ": unknown query parameter (" +
+                          (takes.empty() ? "this endpoint takes none" : "known: " + takes) + ")"));
+      }
+    }
     if (is({"v1", "health"})) {
       if (method != http::verb::get) return not_allowed("GET");
       return ex->RespondJson(200, {{"status", stopping ? "stopping" : "ok"},
@@ -262,8 +283,16 @@ struct Daemon::Impl {
       if (seg.size() == 3) {
         if (method == http::verb::get) return Reply(ex, sessions->Get(id));
         if (method == http::verb::delete_) {
-          bool keep = Truthy(ParseQuery(request.query)["keep_workspace"]);
-          return sessions->Delete(id, keep, [this, ex](session::Outcome<json> r) { Reply(ex, r); });
+          auto flag = query.find("keep_workspace");
+          std::optional<bool> keep = flag == query.end() ? false : ParseQueryFlag(flag->second);
+          if (!keep) {
+            return ex->RespondError(Invalid("keep_workspace",
+                                            "keep_workspace: must be true or "
+                                            "false, got \"" +
+                                                flag->second + "\""));
+          }
+          return sessions->Delete(id, *keep,
+                                  [this, ex](session::Outcome<json> r) { Reply(ex, r); });
         }
         return not_allowed("GET, DELETE");
       }

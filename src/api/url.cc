@@ -1,5 +1,6 @@
 #include "api/url.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -31,6 +32,20 @@ std::map<std::string, std::string> ParseQuery(std::string_view q) {
     q.remove_prefix(amp + 1);
   }
   return out;
+}
+
+std::optional<std::string> UnknownQueryKey(const std::map<std::string, std::string>& query,
+                                           const std::vector<std::string_view>& known) {
+  for (const auto& [key, value] : query) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) return key;
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> ParseQueryFlag(std::string_view text) {
+  if (text.empty() || text == "true" || text == "1" || text == "yes") return true;
+  if (text == "false" || text == "0" || text == "no") return false;
+  return std::nullopt;
 }
 
 std::optional<uint64_t> ParseByteCount(std::string_view text) {

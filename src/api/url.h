@@ -18,6 +18,16 @@ std::string PercentDecode(std::string_view text);
 // "a=1&b=x%20y" -> {a: 1, b: "x y"}; a key without '=' maps to "".
 std::map<std::string, std::string> ParseQuery(std::string_view query);
 
+// The first key of `query` that is not one of `known`: a route refuses it,
+// so that a misspelt parameter (`?path=` for `?dir=`) is not quietly
+// ignored.
+std::optional<std::string> UnknownQueryKey(const std::map<std::string, std::string>& query,
+                                           const std::vector<std::string_view>& known);
+
+// A query flag: the key alone (""), "true", "1" or "yes" is true; "false",
+// "0" or "no" is false; anything else is nothing.
+std::optional<bool> ParseQueryFlag(std::string_view text);
+
 // A query value that is a byte count ("?offset=4096"): decimal digits only,
 // within uint64_t; anything else (empty, a sign, spaces, too large) is
 // nothing.

@@ -17,6 +17,18 @@ TEST(UrlTest, DecodesPathsAndQueries) {
             (std::vector<std::string>{"v1", "sessions", "x", "files", "", "etc"}));
 }
 
+TEST(UrlTest, QueryKeysAndFlags) {
+  auto q = ParseQuery("dir=a&offset=1");
+  EXPECT_EQ(UnknownQueryKey(q, {"dir", "offset"}), std::nullopt);
+  EXPECT_EQ(UnknownQueryKey(q, {"dir"}), "offset");
+  EXPECT_EQ(UnknownQueryKey(ParseQuery(""), {}), std::nullopt);
+  EXPECT_EQ(ParseQueryFlag(""), true);
+  EXPECT_EQ(ParseQueryFlag("yes"), true);
+  EXPECT_EQ(ParseQueryFlag("0"), false);
+  EXPECT_EQ(ParseQueryFlag("True"), std::nullopt);
+  EXPECT_EQ(ParseQueryFlag("on"), std::nullopt);
+}
+
 TEST(UrlTest, SegmentsMatchAPatternWithWildcards) {
   std::vector<std::string> seg = Segments("/api/kernels/k-1/channels");
   EXPECT_TRUE(SegmentsMatch(seg, {"api", "kernels", "*", "channels"}));

@@ -302,6 +302,45 @@ TEST_F(DaemonTest, EveryValidationErrorNamesTheField) {
               1u);  // the valid session's shell
 }
 
+// A query parameter a route does not take is refused, naming it, rather
+// than ignored: `?path=` for `?dir=` listed the workspace's top, and
+// `?keep_workspace=True` deleted the workspace it meant to keep.
+TEST_F(DaemonTest, AnUnknownOrBadQueryParameterIsRefusedAndChangesNothing) {
+  json session = Create("q");
+  ASSERT_EQ(client_.Request("PUT", "/v1/sessions/q/files/sub/kept.txt", "kept").status, 201);
+  struct Case {
+    std::string method;
+    std::string target;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"GET", "/v1/sessions/q/files?path=sub", "path"},
+      {"PUT", "/v1/sessions/q/files/new.txt?ofset=0", "ofset"},
+      {"GET", "/v1/sessions/q/files/sub/kept.txt?offset=1", "offset"},
+      {"GET", "/v1/health?verbose=1", "verbose"},
+      {"DELETE", "/v1/sessions/q?keep_workspace=True", "keep_workspace"},
+      {"DELETE", "/v1/sessions/q?keep=true", "keep"},
+  };
+  for (const Case& c : cases) {
+    HttpResponse r = client_.Request(c.method, c.target, c.method == "PUT" ? "x" : "");
+    EXPECT_EQ(r.status, 400) << c.method << " " << c.target << " -> " << r.body;
+    EXPECT_EQ(r.Json()["error"].value("field", ""), c.field) << r.body;
+  }
+  EXPECT_NE(client_.Request("DELETE", "/v1/sessions/q?keep=1").body.find("known: keep_workspace"),
+            std::string::npos);
+  // Nothing changed: the session is there with its file, and nothing was
+  // written.
+  EXPECT_EQ(client_.Get("/v1/sessions/q").Json()["state"], "ready");
+  EXPECT_EQ(client_.Get("/v1/sessions/q/files/sub/kept.txt").body, "kept");
+  EXPECT_EQ(client_.Get("/v1/sessions/q/files/new.txt").status, 404);
+  // The parameters a route takes still work, and a flag given alone is
+  // true.
+  EXPECT_EQ(client_.Get("/v1/sessions/q/files?dir=sub").Json()["entries"].size(), 1u);
+  HttpResponse closed = client_.Request("DELETE", "/v1/sessions/q?keep_workspace");
+  EXPECT_EQ(closed.status, 200) << closed.body;
+  EXPECT_EQ(::access((session["workspace"].get<std::string>() + "/sub/kept.txt").c_str(), F_OK), 0);
+}
+
 TEST_F(DaemonTest, StatusesForUnknownPathsMethodsAndSizes) {
   EXPECT_EQ(client_.Get("/v1/nothing").status, 404);
   EXPECT_EQ(client_.Get("/v1/sessions/nobody").status, 404);
