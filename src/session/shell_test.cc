@@ -141,8 +141,13 @@ TEST_F(ShellTest, AnInterruptedCommandLeavesNothingThatTakesSigint) {
   std::string seen;
   std::optional<ExecResult> result;
   ExecRequest r;
+  // The trap returns once both are `sleep` (exec'd): before that, the first
+  // still ignored SIGINT as a background child does, and a SIGINT could
+  // have been lost on it.
   r.command =
-      "trap '(trap - INT; exec sleep 300) & echo $! > late; sleep 300 & echo $! > background' "
+      "trap '(trap - INT; exec sleep 300) & echo $! > late; sleep 300 & echo $! > background; "
+      "for p in $(cat late) $(cat background); do "
+      "until read -r c < /proc/$p/comm && [ \"$c\" = sleep ]; do :; done; done' "
       "INT; echo started; sleep 300";
   r.timeout = std::chrono::milliseconds(20000);
   r.grace = std::chrono::milliseconds(300);
