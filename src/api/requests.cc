@@ -226,20 +226,17 @@ Parsed<session::ExecCall> ParseExec(const json& body) {
   CORDON_ASSIGN_OR_RETURN(auto command, String(body, "command"));
   CORDON_ASSIGN_OR_RETURN(auto code, String(body, "code"));
   if (command && code) return Bad("code", "give either command (shell) or code (python), not both");
-  if (code) {
-    // A python session's code; empty code is a valid (empty) execution.
-    call.command = std::move(*code);
-    CORDON_ASSIGN_OR_RETURN(call.timeout_ms, Int(body, "timeout_ms", "timeout_ms"));
-    if (call.timeout_ms && *call.timeout_ms <= 0) return Bad("timeout_ms", "must be positive");
-    CORDON_ASSIGN_OR_RETURN(call.stdin_bytes, String(body, "stdin"));
-    return call;
-  }
-  if (!command || command->empty()) {
+  // A python session's code may be empty (a valid, empty execution).
+  if (!code && (!command || command->empty())) {
     return Bad("command", "is required and must not be empty (python sessions take code)");
   }
-  call.command = std::move(*command);
+  call.command = std::move(code ? *code : *command);
   CORDON_ASSIGN_OR_RETURN(call.timeout_ms, Int(body, "timeout_ms", "timeout_ms"));
   if (call.timeout_ms && *call.timeout_ms <= 0) return Bad("timeout_ms", "must be positive");
+  if (call.timeout_ms && *call.timeout_ms > contain::kMaxDurationMs) {
+    return Bad("timeout_ms",
+               "must be at most a year (" + std::to_string(contain::kMaxDurationMs) + " ms)");
+  }
   CORDON_ASSIGN_OR_RETURN(call.stdin_bytes, String(body, "stdin"));
   return call;
 }

@@ -58,6 +58,11 @@ TEST(RequestsTest, ShapeErrorsNameTheField) {
   EXPECT_EQ(ParseExec(json::parse(R"({"command": ""})")).error().field, "command");
   EXPECT_EQ(ParseExec(json::parse(R"({"command": "x", "timeout_ms": 0})")).error().field,
             "timeout_ms");
+  for (const char* huge : {R"({"command": "x", "timeout_ms": 9223372036854775807})",
+                           R"({"code": "1", "timeout_ms": 31536000001})"}) {
+    EXPECT_EQ(ParseExec(json::parse(huge)).error().field, "timeout_ms") << huge;
+  }
+  EXPECT_TRUE(ParseExec(json::parse(R"({"command": "x", "timeout_ms": 31536000000})")));
 }
 
 TEST(RequestsTest, PythonSessionsTakeCode) {

@@ -141,4 +141,12 @@ std::expected<int64_t, std::string> ParseDurationMs(std::string_view text) {
   return ms;
 }
 
+std::expected<int64_t, std::string> ParseTimerMs(std::string_view text) {
+  auto ms = ParseDurationMs(text);
+  if (ms && *ms > contain::kMaxDurationMs) {
+    return std::unexpected("must be at most a year, got " + Quote(text));
+  }
+  return ms;
+}
+
 }  // namespace cordon::cli

@@ -13,6 +13,9 @@ namespace cordon::cli {
 // "m", "h", "d" ("250ms", "1.5s", "2m", "12h", "7d"). Returns milliseconds;
 // never negative.
 std::expected<int64_t, std::string> ParseDurationMs(std::string_view text);
+// The same, for a timer (a timeout, a grace, a TTL): at most a year
+// (contain::kMaxDurationMs), so that the deadline it sets cannot overflow.
+std::expected<int64_t, std::string> ParseTimerMs(std::string_view text);
 
 // Bytes, with an optional binary suffix K, M, G or T (K = 1024), optionally
 // followed by "iB" or "B" and in either case ("16K", "256MiB", "1g").

@@ -26,6 +26,11 @@ TEST(UnitsTest, Durations) {
   EXPECT_TRUE(ParseDurationMs("106751991167d"));  // INT64_MAX milliseconds, in whole days
   EXPECT_FALSE(ParseDurationMs("106751991168d"));
   for (const char* bad : {"1dd", "d", "1hm", "1w"}) EXPECT_FALSE(ParseDurationMs(bad)) << bad;
+  // A timer is at most a year.
+  EXPECT_EQ(ParseTimerMs("365d").value(), int64_t{365} * 86400 * 1000);
+  EXPECT_NE(ParseTimerMs("366d").error().find("at most a year"), std::string::npos);
+  EXPECT_FALSE(ParseTimerMs("106751991167d"));
+  EXPECT_FALSE(ParseTimerMs("-1"));
 }
 
 TEST(UnitsTest, SizesAreBinary) {

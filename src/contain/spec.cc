@@ -81,6 +81,13 @@ std::optional<SpecError> ValidateLimits(const Limits& l) {
   if (l.grace_ms < 0) {
     return SpecError{"limits.grace_ms", "must not be negative, got " + std::to_string(l.grace_ms)};
   }
+  for (auto [field, ms] : {std::pair{"limits.timeout_ms", l.timeout_ms.value_or(0)},
+                           std::pair{"limits.grace_ms", l.grace_ms}}) {
+    if (ms > kMaxDurationMs) {
+      return SpecError{field, "must be at most a year (" + std::to_string(kMaxDurationMs) +
+                                  " ms), got " + std::to_string(ms) + " ms"};
+    }
+  }
   if (l.output_limit_bytes <= 0) {
     return SpecError{"limits.output_limit_bytes",
                      "must be a positive number, got " + std::to_string(l.output_limit_bytes)};

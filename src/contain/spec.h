@@ -34,6 +34,10 @@ struct Limits {
 
 // The largest `limits.cpu`: more CPUs than any host has.
 inline constexpr double kMaxCpus = 4096;
+// The longest timeout or grace: a year. Longer is a mistake, and a year in
+// nanoseconds still fits beside any steady_clock time point (INT64_MAX
+// milliseconds made the deadline overflow and pass at once).
+inline constexpr int64_t kMaxDurationMs = int64_t{365} * 24 * 3600 * 1000;
 
 // How much of the host a run sees (README "Isolation").
 enum class Isolation {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "support.h"
 
 namespace cordon::contain {
@@ -81,6 +83,10 @@ TEST(SpecTest, LimitsMustBePositive) {
       {[](Limits& l) { l.timeout_ms = 0; }, "limits.timeout_ms"},
       {[](Limits& l) { l.timeout_ms = -5; }, "limits.timeout_ms"},
       {[](Limits& l) { l.grace_ms = -1; }, "limits.grace_ms"},
+      // Past a year: INT64_MAX made the deadline overflow and pass at once.
+      {[](Limits& l) { l.timeout_ms = kMaxDurationMs + 1; }, "limits.timeout_ms"},
+      {[](Limits& l) { l.timeout_ms = std::numeric_limits<int64_t>::max(); }, "limits.timeout_ms"},
+      {[](Limits& l) { l.grace_ms = kMaxDurationMs + 1; }, "limits.grace_ms"},
       {[](Limits& l) { l.output_limit_bytes = 0; }, "limits.output_limit_bytes"},
       {[](Limits& l) { l.output_limit_bytes = int64_t{2} << 30; }, "limits.output_limit_bytes"},
       {[](Limits& l) { l.memory_bytes = 0; }, "limits.memory_bytes"},
@@ -99,6 +105,9 @@ TEST(SpecTest, LimitsMustBePositive) {
   Spec zero_grace = Valid();
   zero_grace.limits.grace_ms = 0;  // SIGKILL at the deadline: allowed
   EXPECT_FALSE(Validate(zero_grace));
+  Spec a_year = Valid();
+  a_year.limits.timeout_ms = a_year.limits.grace_ms = kMaxDurationMs;
+  EXPECT_FALSE(Validate(a_year));
 }
 
 TEST(SpecTest, OwnerHasNoControlCharacters) {

@@ -245,6 +245,9 @@ TEST_F(DaemonTest, EveryValidationErrorNamesTheField) {
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"timeout_ms": "1"}})",
        "limits.timeout_ms"},
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"grace_ms": -1}})", "limits.grace_ms"},
+      // INT64_MAX milliseconds overflowed the deadline, which passed at once.
+      {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"timeout_ms": 9223372036854775807}})",
+       "limits.timeout_ms"},
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"output_limit_bytes": 0}})",
        "limits.output_limit_bytes"},
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"memory_bytes": -5}})",
@@ -276,6 +279,8 @@ TEST_F(DaemonTest, EveryValidationErrorNamesTheField) {
       {"/v1/sessions/valid/exec", R"({})", "command"},
       {"/v1/sessions/valid/exec", R"({"command": ""})", "command"},
       {"/v1/sessions/valid/exec", R"({"command": "true", "timeout_ms": -1})", "timeout_ms"},
+      {"/v1/sessions/valid/exec", R"({"command": "true", "timeout_ms": 9223372036854775807})",
+       "timeout_ms"},
       {"/v1/sessions/valid/exec", R"({"command": "true", "stdin": 3})", "stdin"},
       {"/v1/sessions/valid/exec", R"({"command": "true", "cwd": "/"})", "cwd"},
   };
