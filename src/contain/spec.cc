@@ -14,6 +14,9 @@ namespace {
 // The kernel's own ceiling for RLIMIT_NOFILE is /proc/sys/fs/nr_open
 // (1048576 by default); asking for more can only fail later, in the child.
 constexpr int64_t kMaxOpenFiles = 1 << 20;
+// PID_MAX_LIMIT on 64-bit Linux: no host has more pids, and pids.max
+// refuses a larger number (EINVAL).
+constexpr int64_t kMaxPids = 4 * 1024 * 1024;
 constexpr int64_t kMaxOutputLimit = int64_t{1} << 30;
 constexpr size_t kMaxOwner = 256;
 
@@ -97,6 +100,10 @@ std::optional<SpecError> ValidateLimits(const Limits& l) {
   }
   if (auto e = Positive("limits.memory_bytes", l.memory_bytes)) return e;
   if (auto e = Positive("limits.pids", l.pids)) return e;
+  if (l.pids && *l.pids > kMaxPids) {
+    return SpecError{"limits.pids",
+                     "must be at most " + std::to_string(kMaxPids) + " (the most pids Linux has)"};
+  }
   if (auto e = Positive("limits.cpu_seconds", l.cpu_seconds)) return e;
   if (auto e = Positive("limits.file_size_bytes", l.file_size_bytes)) return e;
   if (auto e = Positive("limits.open_files", l.open_files)) return e;

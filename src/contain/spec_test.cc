@@ -91,6 +91,7 @@ TEST(SpecTest, LimitsMustBePositive) {
       {[](Limits& l) { l.output_limit_bytes = int64_t{2} << 30; }, "limits.output_limit_bytes"},
       {[](Limits& l) { l.memory_bytes = 0; }, "limits.memory_bytes"},
       {[](Limits& l) { l.pids = -1; }, "limits.pids"},
+      {[](Limits& l) { l.pids = (int64_t{4} << 20) + 1; }, "limits.pids"},
       {[](Limits& l) { l.cpu_seconds = 0; }, "limits.cpu_seconds"},
       {[](Limits& l) { l.file_size_bytes = 0; }, "limits.file_size_bytes"},
       {[](Limits& l) { l.open_files = 0; }, "limits.open_files"},
