@@ -47,13 +47,16 @@ class ShellTest : public ::testing::Test {
     EXPECT_TRUE(reactor_->RunUntil([&] { return ready_ || ended_.has_value(); }));
     return shell ? std::move(*shell) : nullptr;
   }
-  ExecResult Exec(Shell& shell, const std::string& command, int64_t timeout_ms = 20000) {
-    std::optional<ExecResult> result;
+  static ExecRequest Request(const std::string& command, int64_t timeout_ms = 20000) {
     ExecRequest r;
     r.command = command;
     r.timeout = std::chrono::milliseconds(timeout_ms);
     r.grace = std::chrono::milliseconds(300);
-    shell.Exec(r, [&](ExecResult e) { result = std::move(e); });
+    return r;
+  }
+  ExecResult Exec(Shell& shell, const std::string& command, int64_t timeout_ms = 20000) {
+    std::optional<ExecResult> result;
+    shell.Exec(Request(command, timeout_ms), [&](ExecResult e) { result = std::move(e); });
     EXPECT_TRUE(reactor_->RunUntil([&] { return result.has_value() || ended_.has_value(); }));
     if (!result && ended_ && ended_->exec) return *ended_->exec;
     return result.value_or(ExecResult{});
@@ -93,11 +96,8 @@ TEST_F(ShellTest, StreamsOutputToOnOutputWhileTheCommandRuns) {
   std::optional<ExecResult> result;
   bool after_done = false;
   auto held = std::make_shared<int>(0);  // what the callback holds: released at the end
-  ExecRequest r;
   // It ends once the test has seen its output and creates `go`.
-  r.command = "echo first; echo err >&2; until [ -e go ]; do sleep 0.05; done";
-  r.timeout = std::chrono::milliseconds(20000);
-  r.grace = std::chrono::milliseconds(300);
+  ExecRequest r = Request("echo first; echo err >&2; until [ -e go ]; do sleep 0.05; done");
   r.on_output = [&seen, &result, &after_done, held](std::string_view b) {
     if (result) after_done = true;
     seen.append(b);
@@ -138,20 +138,17 @@ TEST_F(ShellTest, AnInterruptedCommandLeavesNothingThatTakesSigint) {
   contain::KernelSignaller kernel;
   auto shell = Start(kernel);
   ASSERT_TRUE(shell && ready_);
-  std::string seen;
-  std::optional<ExecResult> result;
-  ExecRequest r;
   // The trap returns once both are `sleep` (exec'd): before that, the first
   // still ignored SIGINT as a background child does, and a SIGINT could
   // have been lost on it.
-  r.command =
+  ExecRequest r = Request(
       "trap '(trap - INT; exec sleep 300) & echo $! > late; sleep 300 & echo $! > background; "
       "for p in $(cat late) $(cat background); do "
       "until read -r c < /proc/$p/comm && [ \"$c\" = sleep ]; do :; done; done' "
-      "INT; echo started; sleep 300";
-  r.timeout = std::chrono::milliseconds(20000);
-  r.grace = std::chrono::milliseconds(300);
+      "INT; echo started; sleep 300");
+  std::string seen;
   r.on_output = [&seen](std::string_view b) { seen.append(b); };
+  std::optional<ExecResult> result;
   shell->Exec(std::move(r), [&](ExecResult e) { result = std::move(e); });
   ASSERT_TRUE(reactor_->RunUntil(
       [&] { return seen.find("started\n") != std::string::npos || result || ended_; }));
@@ -159,17 +156,12 @@ TEST_F(ShellTest, AnInterruptedCommandLeavesNothingThatTakesSigint) {
   ASSERT_TRUE(reactor_->RunUntil([&] { return result.has_value() || ended_.has_value(); }));
   ASSERT_TRUE(result.has_value());
   EXPECT_EQ(result->exit_code, 130);
-  // The state of the process named in FILE, as the shell sees it: "dead"
-  // once it has exited (looked at for up to 5 s), else its state letter.
-  auto state = [&](const std::string& file) {
-    return Exec(*shell,
-                "p=$(cat " + file +
-                    "); for i in $(seq 100); do s=$(cut -d' ' -f3 /proc/$p/stat "
-                    "2>/dev/null); { [ -z \"$s\" ] || [ \"$s\" = Z ]; } && break; sleep "
-                    "0.05; done; { [ -z \"$s\" ] || [ \"$s\" = Z ]; } && echo dead || echo $s")
-        .out.data;
-  };
-  EXPECT_EQ(state("late"), "dead\n");
+  // The first ends (a zombie has), looked at from the shell for up to 5 s.
+  EXPECT_EQ(Exec(*shell,
+                 "p=$(cat late); for i in $(seq 100); do s=$(cut -d' ' -f3 /proc/$p/stat "
+                 "2>/dev/null); case $s in ''|Z) echo ended; break;; esac; sleep 0.05; done")
+                .out.data,
+            "ended\n");
   // What the command put in the background ignores SIGINT, and stays.
   std::string background =
       Exec(*shell, "cut -d' ' -f3 /proc/$(cat background)/stat 2>/dev/null || echo dead").out.data;
