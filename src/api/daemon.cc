@@ -286,10 +286,8 @@ struct Daemon::Impl {
           auto flag = query.find("keep_workspace");
           std::optional<bool> keep = flag == query.end() ? false : ParseQueryFlag(flag->second);
           if (!keep) {
-            return ex->RespondError(Invalid("keep_workspace",
-                                            "keep_workspace: must be true or "
-                                            "false, got \"" +
-                                                flag->second + "\""));
+            const std::string message = "keep_workspace: must be true or false, got \"";
+            return ex->RespondError(Invalid("keep_workspace", message + flag->second + "\""));
           }
           return sessions->Delete(id, *keep,
                                   [this, ex](session::Outcome<json> r) { Reply(ex, r); });
