@@ -328,7 +328,11 @@ sys::Result<void> Execution::Interrupt(int sig) {
 
 sys::Result<int> Execution::SignalGroupStartedSince(int sig, uint64_t since_ticks) {
   if (exit_ || finished_ || child_.pgid <= 1 || child_.pgid == ::getpgrp()) return 0;
-  CORDON_ASSIGN_OR_RETURN(std::vector<pid_t> pids, proc::ListPids());
+  // Where a cgroup holds the tree, its members are all there is to look
+  // at; elsewhere, every process of the host.
+  const contain::CgroupDir* group = nullptr;
+  if (grant_.cgroups) group = grant_.cgroups->v2() ? grant_.cgroups->v2() : grant_.cgroups->v1();
+  CORDON_ASSIGN_OR_RETURN(std::vector<pid_t> pids, group ? group->Procs() : proc::ListPids());
   CORDON_ASSIGN_OR_RETURN(std::string boot_id, proc::BootId());
   int sent = 0;
   for (pid_t pid : pids) {
