@@ -60,10 +60,11 @@ def sleeping(daemon):
 def stress(binary, rounds):
     work = tempfile.mkdtemp(prefix="cordon-interrupt-")
     cgroup_root = f"/cordon-bench-interrupt-{os.getpid()}"
-    daemon = Daemon(os.path.join(work, "state"), binary=binary, cgroup_root=cgroup_root)
+    daemon = None
     misses = 0
     left = set()  # sleeps seen running after their round's result
     try:
+        daemon = Daemon(os.path.join(work, "state"), binary=binary, cgroup_root=cgroup_root)
         client = daemon.client()
         session = client.session("stress")
         for n in range(rounds):
@@ -84,7 +85,8 @@ def stress(binary, rounds):
                     session = client.session("stress")
         session.close()
     finally:
-        daemon.stop()
+        if daemon is not None:
+            daemon.stop()
         remove_bench_leftovers(work, cgroup_root)
     return misses, len(left)
 

@@ -96,15 +96,16 @@ def row(name, samples):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("build", nargs="?", default="build")
+    parser.add_argument("build", nargs="?", default=os.path.join(HERE, "..", "build"))
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--connections", type=int, default=500)
     args = parser.parse_args()
     binary = os.path.abspath(os.path.join(args.build, "cordon"))
     work = tempfile.mkdtemp(prefix="cordon-bench-slowloris.")
     root = f"/cordon-bench-slowloris-{os.getpid()}"
-    daemon = Daemon(os.path.join(work, "state"), cgroup_root=root, binary=binary)
+    daemon = None
     try:
+        daemon = Daemon(os.path.join(work, "state"), cgroup_root=root, binary=binary)
         for _ in range(30):  # warm-up
             Client(daemon.url).health()
             daemon.client().run(argv=["/bin/true"])
@@ -146,7 +147,8 @@ def main():
               f"/v1/health {h1[1]:.1f} ms (without {h0[1]:.1f}), p99 run {r1[1]:.1f} ms "
               f"(without {r0[1]:.1f}); the bound is 1000 ms")
     finally:
-        daemon.stop()
+        if daemon is not None:
+            daemon.stop()
         remove_cgroup_root(root)
         shutil.rmtree(work, ignore_errors=True)
 

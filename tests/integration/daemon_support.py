@@ -10,7 +10,10 @@ import signal
 import subprocess
 import time
 
-CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
+# The suites name the binary; a bench or script run from anywhere finds the
+# checkout's own build.
+CORDON = os.environ.get("CORDON_BINARY", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                      "..", "..", "build", "cordon"))
 
 
 def cgroup_mounts(types=("cgroup", "cgroup2")):
