@@ -232,10 +232,8 @@ Parsed<session::ExecCall> ParseExec(const json& body) {
   }
   call.command = std::move(code ? *code : *command);
   CORDON_ASSIGN_OR_RETURN(call.timeout_ms, Int(body, "timeout_ms", "timeout_ms"));
-  if (call.timeout_ms && *call.timeout_ms <= 0) return Bad("timeout_ms", "must be positive");
-  if (call.timeout_ms && *call.timeout_ms > contain::kMaxDurationMs) {
-    return Bad("timeout_ms",
-               "must be at most a year (" + std::to_string(contain::kMaxDurationMs) + " ms)");
+  if (auto e = contain::ValidateTimeoutMs("timeout_ms", call.timeout_ms)) {
+    return Bad(e->field, e->reason);
   }
   CORDON_ASSIGN_OR_RETURN(call.stdin_bytes, String(body, "stdin"));
   return call;

@@ -79,18 +79,17 @@ std::optional<SpecError> ValidateWorkspace(const Spec& spec) {
   return std::nullopt;
 }
 
+std::string AtMostAYear(int64_t ms) {
+  return "must be at most a year (" + std::to_string(kMaxDurationMs) + " ms), got " +
+         std::to_string(ms) + " ms";
+}
+
 std::optional<SpecError> ValidateLimits(const Limits& l) {
-  if (auto e = Positive("limits.timeout_ms", l.timeout_ms)) return e;
+  if (auto e = ValidateTimeoutMs("limits.timeout_ms", l.timeout_ms)) return e;
   if (l.grace_ms < 0) {
     return SpecError{"limits.grace_ms", "must not be negative, got " + std::to_string(l.grace_ms)};
   }
-  for (auto [field, ms] : {std::pair{"limits.timeout_ms", l.timeout_ms.value_or(0)},
-                           std::pair{"limits.grace_ms", l.grace_ms}}) {
-    if (ms > kMaxDurationMs) {
-      return SpecError{field, "must be at most a year (" + std::to_string(kMaxDurationMs) +
-                                  " ms), got " + std::to_string(ms) + " ms"};
-    }
-  }
+  if (l.grace_ms > kMaxDurationMs) return SpecError{"limits.grace_ms", AtMostAYear(l.grace_ms)};
   if (l.output_limit_bytes <= 0) {
     return SpecError{"limits.output_limit_bytes",
                      "must be a positive number, got " + std::to_string(l.output_limit_bytes)};
@@ -204,6 +203,12 @@ std::optional<SpecError> ValidateIsolation(const IsolationSpec& iso) {
 }
 
 }  // namespace
+
+std::optional<SpecError> ValidateTimeoutMs(const std::string& field, std::optional<int64_t> ms) {
+  if (auto e = Positive(field, ms)) return e;
+  if (ms && *ms > kMaxDurationMs) return SpecError{field, AtMostAYear(*ms)};
+  return std::nullopt;
+}
 
 std::string_view IsolationName(Isolation i) {
   switch (i) {

@@ -133,6 +133,10 @@ struct SpecError {
   std::string message() const { return field + ": " + reason; }
 };
 
+// A timeout in milliseconds, where given: positive and at most
+// kMaxDurationMs. For limits.timeout_ms and a session execution's timeout.
+std::optional<SpecError> ValidateTimeoutMs(const std::string& field, std::optional<int64_t> ms);
+
 // Checks every field; the first failure is returned. Touches nothing but
 // stat(2) of the workspace and of bind sources.
 std::optional<SpecError> Validate(const Spec& spec);

@@ -137,12 +137,8 @@ sys::Result<std::vector<pid_t>> ProcessGroupTree::Members() const {
   }
   if (own_group_) return members;
   CORDON_ASSIGN_OR_RETURN(std::vector<pid_t> pids, proc::ListPids());
-  for (pid_t pid : pids) {
-    if (pid == leader_) continue;
-    auto st = proc::ReadStat(pid);
-    if (st && st->pgrp == pgid_ && !st->exited() && st->start_ticks >= leader_start_ticks_) {
-      members.push_back(pid);
-    }
+  for (const proc::Stat& st : proc::GroupMembersSince(pids, pgid_, leader_start_ticks_)) {
+    if (st.pid != leader_) members.push_back(st.pid);
   }
   return members;
 }

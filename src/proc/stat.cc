@@ -77,6 +77,18 @@ sys::Result<std::vector<pid_t>> ListPids() {
   return pids;
 }
 
+std::vector<Stat> GroupMembersSince(const std::vector<pid_t>& candidates, pid_t pgid,
+                                    uint64_t since_ticks) {
+  std::vector<Stat> members;
+  for (pid_t pid : candidates) {
+    auto st = ReadStat(pid);
+    if (st && st->pgrp == pgid && !st->exited() && st->start_ticks >= since_ticks) {
+      members.push_back(std::move(*st));
+    }
+  }
+  return members;
+}
+
 uint64_t TicksSinceBoot() {
   static const uint64_t hz = static_cast<uint64_t>(::sysconf(_SC_CLK_TCK));
   struct timespec now {};

@@ -35,6 +35,11 @@ sys::Result<Stat> ReadStat(pid_t pid);
 // Every pid listed in /proc at the time of the call.
 sys::Result<std::vector<pid_t>> ListPids();
 
+// Those of `candidates` that are alive, in process group `pgid`, and
+// started at or after `since_ticks`, as /proc shows them now.
+std::vector<Stat> GroupMembersSince(const std::vector<pid_t>& candidates, pid_t pgid,
+                                    uint64_t since_ticks);
+
 // Now, on the clock of Stat::start_ticks (CLOCK_BOOTTIME in clock ticks): a
 // process with start_ticks at or above it started at or after the call, or
 // at most one tick before.

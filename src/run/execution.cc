@@ -335,15 +335,13 @@ sys::Result<int> Execution::SignalGroupStartedSince(int sig, uint64_t since_tick
   CORDON_ASSIGN_OR_RETURN(std::vector<pid_t> pids, group ? group->Procs() : proc::ListPids());
   CORDON_ASSIGN_OR_RETURN(std::string boot_id, proc::BootId());
   int sent = 0;
-  for (pid_t pid : pids) {
-    auto st = proc::ReadStat(pid);
-    if (!st || st->pgrp != child_.pgid || st->exited() || st->start_ticks < since_ticks) continue;
+  for (const proc::Stat& st : proc::GroupMembersSince(pids, child_.pgid, since_ticks)) {
     // Not the main process, nor, where that is a pid namespace's init, the
     // command it started (its child).
-    if (pid == child_.identity.pid || (child_.init_report && st->ppid == child_.identity.pid)) {
+    if (st.pid == child_.identity.pid || (child_.init_report && st.ppid == child_.identity.pid)) {
       continue;
     }
-    auto m = proc::SignalIdentity(proc::Identity{pid, st->ppid, st->start_ticks, boot_id}, sig);
+    auto m = proc::SignalIdentity(proc::Identity{st.pid, st.ppid, st.start_ticks, boot_id}, sig);
     if (m && *m == proc::Mismatch::kNone) ++sent;
   }
   return sent;
