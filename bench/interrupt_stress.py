@@ -72,10 +72,12 @@ def stress(binary, rounds):
             # A SIGINT sent as the result came has been delivered, but the
             # process may take a moment to go: looked at for up to 1 s.
             deadline = time.monotonic() + 1
-            while set(sleeping(daemon)) - left and time.monotonic() < deadline:
+            new = set(sleeping(daemon)) - left
+            while new and time.monotonic() < deadline:
                 time.sleep(0.01)
-            if set(sleeping(daemon)) - left:
-                left |= set(sleeping(daemon))
+                new = set(sleeping(daemon)) - left
+            if new:
+                left |= new
                 print(f"  round {n}: a sleep ran on after the result", flush=True)
             if not ok:
                 misses += 1

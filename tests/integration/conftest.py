@@ -10,10 +10,6 @@ def state_dir(tmp_path):
     daemons' cgroup root (made under cordon's test root) goes after."""
     yield tmp_path / "state"
     remove_cgroup_root(CGROUP_ROOT)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    """The cgroup root once more at the end of the run: a group whose last
-    process was still being reaped when its test's fixture looked (a kernel
-    or a daemon ending) had kept it, and the empty root stayed behind."""
-    remove_cgroup_root(CGROUP_ROOT)
+# The root goes once more as the run's process exits (daemon_support.probe
+# registers that): a group whose last process was still being reaped when
+# its test's fixture looked had kept it.

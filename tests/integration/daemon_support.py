@@ -92,8 +92,8 @@ def pids_in_cgroup_tree(cgroup_root):
 @functools.cache
 def probe():
     """`cordon probe --json` under the tests' cgroup root, once per run. The
-    probe makes that root; this process removes it as it exits (a bench or
-    script has no pytest_sessionfinish to do it)."""
+    probe makes that root; this process removes it as it exits (a test run,
+    a bench or a script alike)."""
     atexit.register(remove_cgroup_root, CGROUP_ROOT)
     return json.loads(subprocess.run([CORDON, "probe", "--json", "--cgroup-root", CGROUP_ROOT],
                                      capture_output=True, text=True, check=True).stdout)
