@@ -15,7 +15,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "sys/fd.h"
 
@@ -300,7 +302,9 @@ bool KnownSyscall(const std::string& name) {
 
 bool SeccompAvailable() { return ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0; }
 
-sys::Result<SeccompFilter> SeccompFilter::Build(const SeccompOptions& options) {
+namespace {
+
+sys::Result<std::vector<struct sock_filter>> Compile(const SeccompOptions& options) {
   std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return sys::Fail("seccomp_init", ENOMEM);
   // A system call of another ABI (int 0x80 on x86-64) would bypass the
@@ -348,9 +352,40 @@ sys::Result<SeccompFilter> SeccompFilter::Build(const SeccompOptions& options) {
     return sys::Fail("seccomp_export_bpf: unexpected program size " + std::to_string(bytes.size()),
                      EINVAL);
   }
+  std::vector<struct sock_filter> code(bytes.size() / sizeof(struct sock_filter));
+  std::memcpy(code.data(), bytes.data(), bytes.size());
+  return code;
+}
+
+// Compiled programs by their options. libseccomp takes about as long to
+// compile the table as the rest of a sandbox's preparation, and a daemon
+// asks for the same few filters for every sandbox it makes. Bounded: the
+// options come from policies, and a daemon has a handful.
+struct CacheKey {
+  bool strict;
+  bool unix_sockets_only;
+  std::vector<std::string> extra_deny;
+  auto operator<=>(const CacheKey&) const = default;
+};
+constexpr size_t kMaxCached = 32;
+std::mutex cache_mutex;
+std::map<CacheKey, std::vector<struct sock_filter>> cache;
+
+}  // namespace
+
+sys::Result<SeccompFilter> SeccompFilter::Build(const SeccompOptions& options) {
+  CacheKey key{options.strict, options.unix_sockets_only, options.extra_deny};
   SeccompFilter f;
-  f.code_.resize(bytes.size() / sizeof(struct sock_filter));
-  std::memcpy(f.code_.data(), bytes.data(), bytes.size());
+  {
+    std::lock_guard lock(cache_mutex);
+    if (auto it = cache.find(key); it != cache.end()) f.code_ = it->second;
+  }
+  if (f.code_.empty()) {
+    CORDON_ASSIGN_OR_RETURN(f.code_, Compile(options));
+    std::lock_guard lock(cache_mutex);
+    if (cache.size() >= kMaxCached) cache.erase(cache.begin());
+    cache.emplace(std::move(key), f.code_);
+  }
   f.program_.len = static_cast<unsigned short>(f.code_.size());
   f.program_.filter = f.code_.data();
   return f;

@@ -16,6 +16,8 @@
 #include <cerrno>
 #include <csetjmp>
 #include <csignal>
+#include <string>
+#include <vector>
 
 namespace cordon::contain {
 namespace {
@@ -306,6 +308,40 @@ TEST(SeccompTest, ExtraNamesFromThePolicyAreRefusedAndUnknownOnesAreErrors) {
   EXPECT_FALSE(KnownSyscall("teleport"));
   EXPECT_FALSE(SeccompFilter::Build({.extra_deny = {"teleport"}}));
   EXPECT_TRUE(SeccompAvailable());
+}
+
+// Programs are compiled once per set of options and kept (a daemon builds
+// the same filter for every sandbox): a later build must still be the
+// program of its own options, never another's.
+TEST(SeccompTest, ABuildIsTheProgramOfItsOwnOptionsWhenBuiltAgain) {
+  auto code = [](const SeccompFilter& f) {
+    const sock_fprog* p = f.program();
+    return std::string(reinterpret_cast<const char*>(p->filter), p->len * sizeof(sock_filter));
+  };
+  const std::vector<SeccompOptions> options = {
+      {}, {.strict = true}, {.unix_sockets_only = true}, {.extra_deny = {"getpid"}}};
+  std::vector<std::string> first;
+  for (const auto& o : options) {
+    auto f = SeccompFilter::Build(o);
+    ASSERT_TRUE(f) << f.error().message();
+    first.push_back(code(*f));
+  }
+  for (size_t i = 0; i < options.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(first[i], first[j]) << i << " and " << j;
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = options.size(); i-- > 0;) {
+      auto again = SeccompFilter::Build(options[i]);
+      ASSERT_TRUE(again) << again.error().message();
+      EXPECT_EQ(code(*again), first[i]) << i;
+    }
+  }
+  auto denied = SeccompFilter::Build({.extra_deny = {"getpid"}});
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(UnderFilter(*denied, [] { return ::syscall(SYS_getpid) < 0 ? errno : 0; }), EPERM);
+  auto plain = SeccompFilter::Build({});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(UnderFilter(*plain, [] { return ::syscall(SYS_getpid) < 0 ? errno : 0; }), 0);
 }
 
 }  // namespace
