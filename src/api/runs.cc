@@ -156,6 +156,21 @@ void ReportScratch(const std::string& scratch, const sys::Result<void>& removed)
 
 std::expected<std::string, ApiError> Runs::MakeScratch(
     contain::Spec& spec, std::optional<contain::CapabilityStatus>& disk) const {
+  // Where the scratch would be a bounded tmpfs anyway, a namespaced
+  // sandbox's is a tmpfs of its own with the same bounds, mounted in its
+  // mount namespace (its setup fails if the kernel refuses them): nothing on
+  // the host to make now or to remove before the run's answer (a umount and
+  // an rmdir, each waiting out an RCU grace period).
+  if (spec.isolation.enabled() && probe_.isolation.namespaces.available &&
+      (spec.limits.disk_bytes || spec.limits.disk_inodes)) {
+    contain::CapabilityStatus tmpfs =
+        contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
+    if (tmpfs.enforceable && tmpfs.mechanism == "tmpfs") {
+      spec.isolation.private_workspace = true;
+      disk = std::move(tmpfs);
+      return "";
+    }
+  }
   std::string scratch = options_.state_dir + "/scratch/" + sys::RandomHex(8);
   std::error_code ec;
   std::filesystem::create_directories(scratch, ec);
@@ -233,23 +248,12 @@ void Runs::FillPool() {
 bool Runs::StartParked() {
   contain::Spec spec = PoolSpec();
   std::optional<contain::CapabilityStatus> disk;
-  std::string scratch;  // stays "" for a private workspace
-  // Where a run's scratch would be a bounded tmpfs anyway, a pooled
-  // sandbox's is a tmpfs of its own with the same bounds, mounted in its
-  // mount namespace (its setup fails if the kernel refuses them): nothing
-  // on the host to make now or to remove before the run's answer.
-  contain::CapabilityStatus tmpfs =
-      contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
-  if (tmpfs.enforceable && tmpfs.mechanism == "tmpfs" &&
-      (spec.limits.disk_bytes || spec.limits.disk_inodes)) {
-    spec.isolation.private_workspace = true;
-    disk = std::move(tmpfs);
-  } else if (auto made = MakeScratch(spec, disk); made) {
-    scratch = std::move(*made);
-  } else {
+  auto made = MakeScratch(spec, disk);
+  if (!made) {
     Log("error", "pool_run_failed", {{"error", made.error().message}});
     return false;
   }
+  std::string scratch = std::move(*made);  // "" for a private workspace
   auto failed = [&](const std::string& why) {
     Log("error", "pool_run_failed", {{"error", why}});
     if (!scratch.empty()) ReportScratch(scratch, contain::RemoveBoundWorkspace(scratch));

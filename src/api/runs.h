@@ -95,8 +95,10 @@ class Runs final {
   // The result as POST /v1/runs answers it, whole or as the stream's end.
   static void Respond(Active& run, run::RunResult result);
   static void RemoveScratch(const Active& run);
-  // A fresh empty workspace for `spec` (set as its workspace), bounded by
-  // its disk limits; `disk` says why when bounding failed.
+  // A fresh empty workspace for `spec`, bounded by its disk limits: a
+  // directory (set as its workspace; its path) or a tmpfs in the sandbox's
+  // own mount namespace (its isolation's private_workspace; ""). `disk` is
+  // the disk bound's status where the caller cannot observe it as usual.
   std::expected<std::string, ApiError> MakeScratch(
       contain::Spec& spec, std::optional<contain::CapabilityStatus>& disk) const;
 

@@ -184,7 +184,9 @@ def test_a_full_session_leaves_the_others_alone(client, support):
 def test_bounds_outlive_a_daemon_killed_mid_run(base, support):
     """SIGKILL with a run in progress and a session with files: the next
     daemon removes the run's scratch (unmounting its tmpfs), and the lost
-    session's next generation finds its files, still bounded."""
+    session's next generation finds its files, still bounded. The run has
+    no isolation: a namespaced run's tmpfs is in its own mount namespace,
+    and nothing of it is on the host to remove."""
     if support["persistent"] is None or support["ephemeral"] is None:
         pytest.skip("the host cannot bound both kinds of workspace")
     state = base / "restart" / "state"
@@ -197,7 +199,8 @@ def test_bounds_outlive_a_daemon_killed_mid_run(base, support):
 
     def run():
         try:
-            box["r"] = first.client().run(shell="sleep 60", limits={"disk_bytes": 8 * MiB})
+            box["r"] = first.client().run(shell="sleep 60", limits={"disk_bytes": 8 * MiB},
+                                          isolation="none")
         except Exception as e:  # the daemon dies under it
             box["e"] = e
 

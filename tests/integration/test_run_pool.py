@@ -119,6 +119,18 @@ def test_a_run_that_declares_nothing_starts_in_a_warm_sandbox_by_default(state_d
         assert cold["warm"] is False and again["warm"] is True
         assert again["stdout"] == cold["stdout"], (again["stdout"], cold["stdout"])
         assert "here" not in again["stdout"]  # nothing of the run before
+        if private:
+            # A cold run's scratch is made as a pooled sandbox's is: a tmpfs
+            # of its own, bounded the same, with nothing of it on the host.
+            cold_spec = json.loads(grant_row(state_dir, cold["grant"]["id"])[2])
+            assert cold_spec["workspace"] is None, cold_spec
+            assert cold_spec["isolation"]["private_workspace"] is True, cold_spec
+            ws = c.run(shell="grep ' /workspace ' /proc/self/mountinfo",
+                       limits={"memory_bytes": 1 << 29})
+            assert ws["warm"] is False and ws["grant"]["mechanisms"]["disk"] == "tmpfs", ws
+            assert " - tmpfs tmpfs " in ws["stdout"], ws["stdout"]
+            assert f"size={10 << 30 >> 10}k" in ws["stdout"], ws["stdout"]
+            assert scratch_entries(state_dir) == set()
 
         # The command's own limits come with it: its deadline (the tree is
         # torn down, verified) and its output cap.
