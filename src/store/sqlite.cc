@@ -27,6 +27,22 @@ sys::Error SqlError(sqlite3* db, std::string_view what, int rc) {
 
 }  // namespace
 
+StatementCache::~StatementCache() {
+  for (auto& [sql, stmt] : idle) sqlite3_finalize(stmt);
+}
+
+void Statement::GiveBack::operator()(sqlite3_stmt* stmt) {
+  auto kept = cache.lock();
+  if (!kept) {
+    sqlite3_finalize(stmt);
+    return;
+  }
+  // A statement left mid-rows holds its read open until reset.
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  kept->idle.emplace(std::move(sql), stmt);
+}
+
 Statement& Statement::Bind(int index, std::string_view text) {
   int rc = sqlite3_bind_text(stmt_.get(), index, text.data(), static_cast<int>(text.size()),
                              SQLITE_TRANSIENT);
@@ -170,10 +186,17 @@ void Checkpointer::Loop() {
 }
 
 sys::Result<Statement> Database::Prepare(std::string_view sql) {
+  Statement::GiveBack give_back{cache_, std::string(sql)};
+  if (auto it = cache_->idle.find(sql); it != cache_->idle.end()) {
+    sqlite3_stmt* stmt = it->second;
+    cache_->idle.erase(it);
+    return Statement(db_.get(), stmt, std::move(give_back));
+  }
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db_.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  int rc = sqlite3_prepare_v3(db_.get(), sql.data(), static_cast<int>(sql.size()),
+                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) return std::unexpected(SqlError(db_.get(), "prepare", rc));
-  return Statement(db_.get(), stmt);
+  return Statement(db_.get(), stmt, std::move(give_back));
 }
 
 sys::Result<void> Database::Exec(std::string_view sql) {
@@ -188,18 +211,27 @@ sys::Result<void> Database::Exec(std::string_view sql) {
   return {};
 }
 
+namespace {
+
+sys::Result<void> RunKept(Database& db, std::string_view sql) {
+  CORDON_ASSIGN_OR_RETURN(Statement s, db.Prepare(sql));
+  return s.Run();
+}
+
+}  // namespace
+
 sys::Result<Transaction> Transaction::Begin(Database& db) {
-  CORDON_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  CORDON_RETURN_IF_ERROR(RunKept(db, "BEGIN IMMEDIATE"));
   return Transaction(&db);
 }
 
 Transaction::~Transaction() {
-  if (db_ != nullptr) (void)db_->Exec("ROLLBACK");
+  if (db_ != nullptr) (void)RunKept(*db_, "ROLLBACK");
 }
 
 sys::Result<void> Transaction::Commit() {
   Database* db = std::exchange(db_, nullptr);
-  return db->Exec("COMMIT");
+  return RunKept(*db, "COMMIT");
 }
 
 }  // namespace cordon::store

@@ -6,6 +6,8 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +18,17 @@
 #include "sys/error.h"
 
 namespace cordon::store {
+
+// A connection's prepared statements not in use, by their SQL: the store
+// runs the same few for every grant, and preparing one costs more than
+// running it.
+struct StatementCache {
+  StatementCache() = default;
+  StatementCache(const StatementCache&) = delete;
+  StatementCache& operator=(const StatementCache&) = delete;
+  ~StatementCache();
+  std::multimap<std::string, sqlite3_stmt*, std::less<>> idle;
+};
 
 class Statement final {
  public:
@@ -39,9 +52,17 @@ class Statement final {
 
  private:
   friend class Database;
-  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt, &sqlite3_finalize) {}
+  // Ends a statement: reset and back to its connection's cache, or
+  // finalized when the connection is gone.
+  struct GiveBack {
+    std::weak_ptr<StatementCache> cache;
+    std::string sql;
+    void operator()(sqlite3_stmt* stmt);
+  };
+  Statement(sqlite3* db, sqlite3_stmt* stmt, GiveBack give_back)
+      : db_(db), stmt_(stmt, std::move(give_back)) {}
   sqlite3* db_;
-  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt_;
+  std::unique_ptr<sqlite3_stmt, GiveBack> stmt_;
   int bind_error_ = SQLITE_OK;
 };
 
@@ -54,13 +75,17 @@ class Database final {
   // concurrent supervisors wait for each other instead of failing.
   static sys::Result<Database> Open(const std::string& path);
 
+  // A statement of `sql`: one of the connection's kept ones where one is
+  // idle, else a new one, kept once it ends.
   sys::Result<Statement> Prepare(std::string_view sql);
   sys::Result<void> Exec(std::string_view sql);  // one or more statements, no rows
   sqlite3* handle() const { return db_.get(); }
 
  private:
-  explicit Database(sqlite3* db) : db_(db, &sqlite3_close_v2) {}
+  explicit Database(sqlite3* db)
+      : db_(db, &sqlite3_close_v2), cache_(std::make_shared<StatementCache>()) {}
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> db_;
+  std::shared_ptr<StatementCache> cache_;  // after db_: finalized before it closes
 };
 
 // Checkpoints a connection's WAL from a thread of its own, with a second

@@ -328,5 +328,52 @@ TEST(StoreTest, ABackgroundCheckpointerCopiesTheWalIntoTheDatabase) {
   EXPECT_EQ(other->ListGrants(true).value().size(), 400u);
 }
 
+// A connection keeps its prepared statements for the next Prepare of the
+// same SQL: each is handed out reset, unbound and to one user at a time.
+TEST(DatabaseTest, AKeptStatementComesBackResetUnboundAndNeverShared) {
+  testing::TempDir dir;
+  auto db = Database::Open(dir / "kept.db");
+  ASSERT_TRUE(db) << db.error().message();
+  ASSERT_TRUE(db->Exec("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3)"));
+  const std::string_view select = "SELECT x FROM t ORDER BY x";
+  auto first_row = [&](Statement& s) { return s.Step().value() ? s.Int(0) : -1; };
+  {
+    auto a = db->Prepare(select);
+    ASSERT_TRUE(a);
+    ASSERT_EQ(first_row(*a), 1);
+    ASSERT_TRUE(a->Step().value());
+    EXPECT_EQ(a->Int(0), 2);
+    // While `a` is live, the same SQL is another statement, from the start.
+    auto b = db->Prepare(select);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(first_row(*b), 1);
+    ASSERT_TRUE(a->Step().value());
+    EXPECT_EQ(a->Int(0), 3);
+  }
+  // Ended mid-rows, it comes back at its first row.
+  auto again = db->Prepare(select);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(first_row(*again), 1);
+  {
+    auto bound = db->Prepare("SELECT ?1 IS NULL");
+    ASSERT_TRUE(bound);
+    bound->Bind(1, int64_t{5});
+    EXPECT_EQ(first_row(*bound), 0);
+  }
+  auto unbound = db->Prepare("SELECT ?1 IS NULL");
+  ASSERT_TRUE(unbound);
+  EXPECT_EQ(first_row(*unbound), 1);
+  // No kept statement holds its read: the table can go (SQLite refuses to
+  // drop a table that a statement is still reading).
+  again = db->Prepare("SELECT 1");
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(db->Exec("DROP TABLE t"));
+  // A statement that outlives its connection is finalized, not kept.
+  auto late = db->Prepare("SELECT 2");
+  ASSERT_TRUE(late);
+  *db = std::move(Database::Open(dir / "other.db").value());
+  EXPECT_EQ(first_row(*late), 2);
+}
+
 }  // namespace
 }  // namespace cordon::store
