@@ -1,6 +1,7 @@
 #include "contain/bounds.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace cordon::contain {
 namespace {
@@ -46,6 +47,21 @@ std::optional<std::string> DefaultProblem(const Bounds& b, const Bounded<T>& f) 
          f.max_option + " (" + Number(*ceiling) + ")";
 }
 
+// A default or a ceiling outside the limit's own range (ValidateLimits)
+// would refuse every request that takes it: named when the daemon starts.
+template <typename T>
+std::optional<std::string> RangeProblem(const Bounds& b, const Bounded<T>& f) {
+  const std::pair<const char*, std::optional<T>> values[] = {{f.default_option, b.*f.default_value},
+                                                             {f.max_option, b.*f.ceiling}};
+  for (const auto& [option, value] : values) {
+    if (!value) continue;
+    Limits limits;
+    limits.*f.limit = *value;
+    if (auto e = ValidateLimits(limits)) return std::string(option) + ": " + e->reason;
+  }
+  return std::nullopt;
+}
+
 template <typename T>
 std::optional<CeilingError> Check(const Bounds& b, const Bounded<T>& f, const Spec& spec) {
   const auto& asked = spec.limits.*f.limit;
@@ -68,8 +84,10 @@ void Fill(const Bounds& b, const Bounded<T>& f, Spec& spec) {
 
 std::optional<std::string> BoundsProblem(const Bounds& bounds) {
   for (const auto& f : kIntegers) {
+    if (auto p = RangeProblem(bounds, f)) return p;
     if (auto p = DefaultProblem(bounds, f)) return p;
   }
+  if (auto p = RangeProblem(bounds, kCpu)) return p;
   return DefaultProblem(bounds, kCpu);
 }
 

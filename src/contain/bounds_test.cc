@@ -57,5 +57,26 @@ TEST(BoundsTest, ADefaultAboveItsCeilingIsNamedByItsOptions) {
   EXPECT_EQ(BoundsProblem(b), "--default-pids (512) is above --max-pids (100)");
 }
 
+// A default or a ceiling no request could ask for would refuse every run
+// that takes it; the daemon names it at start instead.
+TEST(BoundsTest, ADefaultOrCeilingOutsideItsLimitsRangeIsNamedByItsOption) {
+  Bounds b;
+  b.pids = (int64_t{4} << 20) + 1;
+  EXPECT_EQ(BoundsProblem(b), "--default-pids: must be at most 4194304 (the most pids Linux has)");
+  b = Bounds{};
+  b.max_disk_inodes = (int64_t{1} << 32) + 1;
+  auto problem = BoundsProblem(b);
+  ASSERT_TRUE(problem);
+  EXPECT_TRUE(problem->starts_with("--max-inodes: must be at most 4294967296")) << *problem;
+  b = Bounds{};
+  b.cpu = 5000;
+  problem = BoundsProblem(b);
+  ASSERT_TRUE(problem);
+  EXPECT_TRUE(problem->starts_with("--default-cpu: ")) << *problem;
+  b = Bounds{};
+  b.max_disk_inodes = int64_t{1} << 32;  // the most: fine
+  EXPECT_FALSE(BoundsProblem(b));
+}
+
 }  // namespace
 }  // namespace cordon::contain

@@ -17,6 +17,8 @@ constexpr int64_t kMaxOpenFiles = 1 << 20;
 // PID_MAX_LIMIT on 64-bit Linux: no host has more pids, and pids.max
 // refuses a larger number (EINVAL).
 constexpr int64_t kMaxPids = 4 * 1024 * 1024;
+// Beyond it tmpfs refuses nr_inodes on some kernels, and ext4 has no more.
+constexpr int64_t kMaxDiskInodes = int64_t{1} << 32;
 constexpr int64_t kMaxOutputLimit = int64_t{1} << 30;
 constexpr size_t kMaxOwner = 256;
 
@@ -82,41 +84,6 @@ std::optional<SpecError> ValidateWorkspace(const Spec& spec) {
 std::string AtMostAYear(int64_t ms) {
   return "must be at most a year (" + std::to_string(kMaxDurationMs) + " ms), got " +
          std::to_string(ms) + " ms";
-}
-
-std::optional<SpecError> ValidateLimits(const Limits& l) {
-  if (auto e = ValidateTimeoutMs("limits.timeout_ms", l.timeout_ms)) return e;
-  if (l.grace_ms < 0) {
-    return SpecError{"limits.grace_ms", "must not be negative, got " + std::to_string(l.grace_ms)};
-  }
-  if (l.grace_ms > kMaxDurationMs) return SpecError{"limits.grace_ms", AtMostAYear(l.grace_ms)};
-  if (l.output_limit_bytes <= 0) {
-    return SpecError{"limits.output_limit_bytes",
-                     "must be a positive number, got " + std::to_string(l.output_limit_bytes)};
-  }
-  if (l.output_limit_bytes > kMaxOutputLimit) {
-    return SpecError{"limits.output_limit_bytes", "must be at most 1 GiB per stream"};
-  }
-  if (auto e = Positive("limits.memory_bytes", l.memory_bytes)) return e;
-  if (auto e = Positive("limits.pids", l.pids)) return e;
-  if (l.pids && *l.pids > kMaxPids) {
-    return SpecError{"limits.pids",
-                     "must be at most " + std::to_string(kMaxPids) + " (the most pids Linux has)"};
-  }
-  if (auto e = Positive("limits.cpu_seconds", l.cpu_seconds)) return e;
-  if (auto e = Positive("limits.file_size_bytes", l.file_size_bytes)) return e;
-  if (auto e = Positive("limits.open_files", l.open_files)) return e;
-  if (l.open_files && *l.open_files > kMaxOpenFiles) {
-    return SpecError{"limits.open_files", "must be at most " + std::to_string(kMaxOpenFiles)};
-  }
-  if (auto e = Positive("limits.address_space_bytes", l.address_space_bytes)) return e;
-  if (l.cpu && !(*l.cpu > 0 && *l.cpu <= kMaxCpus)) {
-    return SpecError{"limits.cpu", "must be a number of CPUs above 0 and at most " +
-                                       std::to_string(static_cast<int>(kMaxCpus))};
-  }
-  if (auto e = Positive("limits.disk_bytes", l.disk_bytes)) return e;
-  if (auto e = Positive("limits.disk_inodes", l.disk_inodes)) return e;
-  return std::nullopt;
 }
 
 // An absolute path without empty, "." or ".." segments, as every path that
@@ -203,6 +170,45 @@ std::optional<SpecError> ValidateIsolation(const IsolationSpec& iso) {
 }
 
 }  // namespace
+
+std::optional<SpecError> ValidateLimits(const Limits& l) {
+  if (auto e = ValidateTimeoutMs("limits.timeout_ms", l.timeout_ms)) return e;
+  if (l.grace_ms < 0) {
+    return SpecError{"limits.grace_ms", "must not be negative, got " + std::to_string(l.grace_ms)};
+  }
+  if (l.grace_ms > kMaxDurationMs) return SpecError{"limits.grace_ms", AtMostAYear(l.grace_ms)};
+  if (l.output_limit_bytes <= 0) {
+    return SpecError{"limits.output_limit_bytes",
+                     "must be a positive number, got " + std::to_string(l.output_limit_bytes)};
+  }
+  if (l.output_limit_bytes > kMaxOutputLimit) {
+    return SpecError{"limits.output_limit_bytes", "must be at most 1 GiB per stream"};
+  }
+  if (auto e = Positive("limits.memory_bytes", l.memory_bytes)) return e;
+  if (auto e = Positive("limits.pids", l.pids)) return e;
+  if (l.pids && *l.pids > kMaxPids) {
+    return SpecError{"limits.pids",
+                     "must be at most " + std::to_string(kMaxPids) + " (the most pids Linux has)"};
+  }
+  if (auto e = Positive("limits.cpu_seconds", l.cpu_seconds)) return e;
+  if (auto e = Positive("limits.file_size_bytes", l.file_size_bytes)) return e;
+  if (auto e = Positive("limits.open_files", l.open_files)) return e;
+  if (l.open_files && *l.open_files > kMaxOpenFiles) {
+    return SpecError{"limits.open_files", "must be at most " + std::to_string(kMaxOpenFiles)};
+  }
+  if (auto e = Positive("limits.address_space_bytes", l.address_space_bytes)) return e;
+  if (l.cpu && !(*l.cpu > 0 && *l.cpu <= kMaxCpus)) {
+    return SpecError{"limits.cpu", "must be a number of CPUs above 0 and at most " +
+                                       std::to_string(static_cast<int>(kMaxCpus))};
+  }
+  if (auto e = Positive("limits.disk_bytes", l.disk_bytes)) return e;
+  if (auto e = Positive("limits.disk_inodes", l.disk_inodes)) return e;
+  if (l.disk_inodes && *l.disk_inodes > kMaxDiskInodes) {
+    return SpecError{"limits.disk_inodes", "must be at most " + std::to_string(kMaxDiskInodes) +
+                                               " (the most inodes an ext4 filesystem has)"};
+  }
+  return std::nullopt;
+}
 
 std::optional<SpecError> ValidateTimeoutMs(const std::string& field, std::optional<int64_t> ms) {
   if (auto e = Positive(field, ms)) return e;

@@ -137,6 +137,9 @@ struct SpecError {
 // kMaxDurationMs. For limits.timeout_ms and a session execution's timeout.
 std::optional<SpecError> ValidateTimeoutMs(const std::string& field, std::optional<int64_t> ms);
 
+// Each limit within its own range (Validate checks a whole spec).
+std::optional<SpecError> ValidateLimits(const Limits& limits);
+
 // Checks every field; the first failure is returned. Touches nothing but
 // stat(2) of the workspace and of bind sources.
 std::optional<SpecError> Validate(const Spec& spec);

@@ -97,6 +97,8 @@ TEST(SpecTest, LimitsMustBePositive) {
       {[](Limits& l) { l.open_files = 0; }, "limits.open_files"},
       {[](Limits& l) { l.open_files = 1 << 21; }, "limits.open_files"},
       {[](Limits& l) { l.address_space_bytes = -1; }, "limits.address_space_bytes"},
+      // tmpfs refused such a count inside the sandbox (its setup failed).
+      {[](Limits& l) { l.disk_inodes = (int64_t{1} << 32) + 1; }, "limits.disk_inodes"},
   };
   for (const auto& c : cases) {
     Spec s = Valid();
@@ -106,6 +108,9 @@ TEST(SpecTest, LimitsMustBePositive) {
   Spec zero_grace = Valid();
   zero_grace.limits.grace_ms = 0;  // SIGKILL at the deadline: allowed
   EXPECT_FALSE(Validate(zero_grace));
+  Spec most_inodes = Valid();
+  most_inodes.limits.disk_inodes = int64_t{1} << 32;
+  EXPECT_FALSE(Validate(most_inodes));
   Spec a_year = Valid();
   a_year.limits.timeout_ms = a_year.limits.grace_ms = kMaxDurationMs;
   EXPECT_FALSE(Validate(a_year));

@@ -253,6 +253,8 @@ TEST_F(DaemonTest, EveryValidationErrorNamesTheField) {
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"memory_bytes": -5}})",
        "limits.memory_bytes"},
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"pids": 0}})", "limits.pids"},
+      {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"disk_inodes": 4294967297}})",
+       "limits.disk_inodes"},
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"cpu_seconds": 0}})",
        "limits.cpu_seconds"},
       {"/v1/runs", R"({"argv": ["/bin/true"], "limits": {"file_size_bytes": 0}})",
