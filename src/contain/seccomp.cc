@@ -361,30 +361,23 @@ sys::Result<std::vector<struct sock_filter>> Compile(const SeccompOptions& optio
 // compile the table as the rest of a sandbox's preparation, and a daemon
 // asks for the same few filters for every sandbox it makes. Bounded: the
 // options come from policies, and a daemon has a handful.
-struct CacheKey {
-  bool strict;
-  bool unix_sockets_only;
-  std::vector<std::string> extra_deny;
-  auto operator<=>(const CacheKey&) const = default;
-};
 constexpr size_t kMaxCached = 32;
 std::mutex cache_mutex;
-std::map<CacheKey, std::vector<struct sock_filter>> cache;
+std::map<SeccompOptions, std::vector<struct sock_filter>> cache;
 
 }  // namespace
 
 sys::Result<SeccompFilter> SeccompFilter::Build(const SeccompOptions& options) {
-  CacheKey key{options.strict, options.unix_sockets_only, options.extra_deny};
   SeccompFilter f;
   {
     std::lock_guard lock(cache_mutex);
-    if (auto it = cache.find(key); it != cache.end()) f.code_ = it->second;
+    if (auto it = cache.find(options); it != cache.end()) f.code_ = it->second;
   }
   if (f.code_.empty()) {
     CORDON_ASSIGN_OR_RETURN(f.code_, Compile(options));
     std::lock_guard lock(cache_mutex);
     if (cache.size() >= kMaxCached) cache.erase(cache.begin());
-    cache.emplace(std::move(key), f.code_);
+    cache.emplace(options, f.code_);
   }
   f.program_.len = static_cast<unsigned short>(f.code_.size());
   f.program_.filter = f.code_.data();

@@ -7,6 +7,7 @@
 
 #include <linux/filter.h>
 
+#include <compare>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct SeccompOptions {
   // refuse every socket family but AF_UNIX.
   bool unix_sockets_only = false;
   std::vector<std::string> extra_deny;  // names from the policy (seccomp.deny)
+  // Whole: compiled programs are kept by their options (Build).
+  auto operator<=>(const SeccompOptions&) const = default;
 };
 
 // A compiled filter. Move-only; `program()` stays valid while it lives.
