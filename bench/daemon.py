@@ -251,14 +251,18 @@ def throughput(proc, info, level, clients):
 
 
 def line(label, r):
+    # The loop's CPU per run: what one thread spends on each, whatever the
+    # rate (the loop is the daemon's one serial part).
+    per_run = 10 * r["loop_pct"] / r["runs_per_s"] if r["runs_per_s"] else float("nan")
     print(f"{label:34} {r['runs_per_s']:7.0f} {r['busy_pct']:7.0f}% {r['loop_pct']:9.0f}% "
-          f"{r['daemon_pct']:9.0f}%")
+          f"{r['daemon_pct']:9.0f}% {per_run:9.2f}")
 
 
-header = f"{'':34} {'runs/s':>7} {'busy':>8} {'loop':>10} {'daemon':>10}"
+header = (f"{'':34} {'runs/s':>7} {'busy':>8} {'loop':>10} {'daemon':>10} "
+          f"{'loop ms/run':>12}")
 print(f"== throughput: POST /v1/runs /bin/true, {duration:.0f} s each; busy: the machine "
       f"({ncpu} cores); loop: the daemon's event-loop thread, daemon: all its threads "
-      f"(% of one core)")
+      f"(% of one core); loop ms/run: the loop's CPU time per run")
 print(header)
 for level in LEVELS:
     out["clients"][level] = {}
