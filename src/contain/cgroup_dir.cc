@@ -22,8 +22,7 @@ std::string_view GroupKillName(GroupKill kill) {
   return "kill_each";
 }
 
-sys::Result<CgroupDir> CgroupDir::Create(const std::string& parent, const std::string& name) {
-  std::string path = parent + "/" + name;
+sys::Result<CgroupDir> CgroupDir::Create(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0) return sys::FailErrno("mkdir(\"" + path + "\")");
   auto dir = Open(path);
   if (!dir) ::rmdir(path.c_str());

@@ -32,8 +32,8 @@ std::string_view GroupKillName(GroupKill kill);
 
 class CgroupDir final {
  public:
-  // mkdir(parent/name) and open it; fails with EEXIST if it is already there.
-  static sys::Result<CgroupDir> Create(const std::string& parent, const std::string& name);
+  // mkdir(path) and open it; fails with EEXIST if it is already there.
+  static sys::Result<CgroupDir> Create(const std::string& path);
   // Opens a group that exists (e.g. one found by reap).
   static sys::Result<CgroupDir> Open(const std::string& path);
 

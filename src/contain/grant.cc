@@ -165,6 +165,31 @@ json SpecSummary(const Spec& spec) {
   return s;
 }
 
+namespace {
+
+// The grant as the store keeps it, its groups at `paths`.
+store::GrantRecord RecordOf(const Grant& grant, const Spec& spec, const CgroupPaths& paths,
+                            const proc::Identity& supervisor) {
+  store::GrantRecord record;
+  record.id = grant.id;
+  record.owner = grant.owner;
+  record.spec = SpecSummary(spec);
+  for (Capability c : grant.enforced) record.enforced.push_back(CapabilityName(c));
+  for (const auto& d : grant.degraded) {
+    record.degraded.push_back({{"capability", CapabilityName(d.capability)}, {"reason", d.reason}});
+  }
+  for (const auto& [c, m] : grant.mechanisms) record.mechanisms[std::string(CapabilityName(c))] = m;
+  if (!paths.v2.empty()) record.cgroups["v2"] = paths.v2;
+  if (!paths.memory.empty()) record.cgroups["memory"] = paths.memory;
+  if (!paths.pids.empty()) record.cgroups["pids"] = paths.pids;
+  if (!paths.cpu.empty()) record.cgroups["cpu"] = paths.cpu;
+  record.supervisor = supervisor;
+  record.created_at_ms = store::NowMs();
+  return record;
+}
+
+}  // namespace
+
 std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, store::Store& store,
                                          const CapabilityStatus* disk) {
   if (auto invalid = Validate(spec)) {
@@ -174,14 +199,32 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, s
   Grant grant;
   grant.id = NewGrantId();
   grant.owner = spec.owner;
+  auto internal = [](std::string message) {
+    return std::unexpected(AdmitError{AdmitError::Kind::kInternal, "", std::move(message), {}});
+  };
+  auto self = proc::ReadIdentity(::getpid());
+  if (!self) return internal("cannot read the supervisor's identity: " + self.error().message());
 
-  // Resolve, then set up the cgroups; if setting them up fails, what they
-  // would have enforced is re-resolved as unavailable (refused or degraded).
+  // Resolve, record, then set up the cgroups; if setting them up fails,
+  // what they would have enforced is re-resolved as unavailable (refused or
+  // degraded). The grant is in the store, with where its groups will be,
+  // before any group exists: a supervisor killed in between leaves a record
+  // that reap finishes, never a group that no record names.
   std::map<Capability, std::string> broken;
-  Resolution r;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    r = Resolve(spec, probe, broken, disk);
+  for (int attempt = 0;; ++attempt) {
+    Resolution r = Resolve(spec, probe, broken, disk);
     if (!r.missing.empty()) return std::unexpected(Refusal(r));
+    if (spec.isolation.enabled() && !grant.isolation) {
+      auto isolation = DecideIsolation(spec, probe, store);
+      if (!isolation) {
+        return internal("cannot take an id for the sandbox: " + isolation.error().message() +
+                        " (name another range with uid_range in a --policy)");
+      }
+      grant.isolation = std::move(*isolation);
+    }
+    grant.enforced = r.enforced;
+    grant.degraded = r.degraded;
+    grant.mechanisms = r.mechanisms;
     auto mech = [&](Capability c) {
       auto it = r.mechanisms.find(c);
       return it == r.mechanisms.end() ? std::string() : it->second;
@@ -193,77 +236,37 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, s
     if (CgroupBacked(mech(Capability::kMemory))) limits.memory_bytes = spec.limits.memory_bytes;
     if (CgroupBacked(mech(Capability::kProcessCount))) limits.pids = spec.limits.pids;
     if (CgroupBacked(mech(Capability::kCpu))) limits.cpu = spec.limits.cpu;
-    if (!limits.tree && !limits.memory_bytes && !limits.pids && !limits.cpu) break;
-    auto cgroups = GrantCgroups::Create(probe.cgroups, grant.id, limits);
-    if (cgroups) {
-      grant.cgroups = std::move(*cgroups);
-      break;
+    const bool grouped = limits.tree || limits.memory_bytes || limits.pids || limits.cpu;
+    auto paths = grouped ? GrantCgroups::Paths(probe.cgroups, grant.id, limits)
+                         : sys::Result<CgroupPaths>(CgroupPaths{});
+    sys::Result<void> made = paths ? sys::Result<void>() : std::unexpected(paths.error());
+    if (made) {
+      if (auto inserted = store.InsertGrant(RecordOf(grant, spec, *paths, *self)); !inserted) {
+        return internal("cannot record the grant in " + store.path() + ": " +
+                        inserted.error().message());
+      }
+      if (!grouped) return grant;
+      auto cgroups = GrantCgroups::Create(probe.cgroups, grant.id, limits);
+      if (cgroups) {
+        grant.cgroups = std::move(*cgroups);
+        return grant;
+      }
+      made = std::unexpected(cgroups.error());
+      // None of its groups is left (Create removes what it made): the
+      // record goes too, and the next attempt records what it resolves.
+      if (auto forgotten = store.DeleteGrant(grant.id); !forgotten) {
+        return internal("cannot forget the grant " + grant.id +
+                        " whose cgroups failed: " + forgotten.error().message());
+      }
     }
     if (attempt == 1) {
-      return std::unexpected(
-          AdmitError{AdmitError::Kind::kInternal,
-                     "",
-                     "cannot set up the grant's cgroups: " + cgroups.error().message(),
-                     {}});
+      return internal("cannot set up the grant's cgroups: " + made.error().message());
     }
-    std::string why = "setting up the grant's cgroup failed: " + cgroups.error().message();
+    std::string why = "setting up the grant's cgroup failed: " + made.error().message();
     for (Capability c : r.enforced) {
       if (CgroupBacked(mech(c))) broken[c] = why;
     }
   }
-  grant.enforced = r.enforced;
-  grant.degraded = r.degraded;
-  grant.mechanisms = r.mechanisms;
-  if (spec.isolation.enabled()) {
-    auto isolation = DecideIsolation(spec, probe, store);
-    if (!isolation) {
-      if (grant.cgroups) (void)grant.cgroups->Remove();
-      return std::unexpected(
-          AdmitError{AdmitError::Kind::kInternal,
-                     "",
-                     "cannot take an id for the sandbox: " + isolation.error().message() +
-                         " (name another range with uid_range in a --policy)",
-                     {}});
-    }
-    grant.isolation = std::move(*isolation);
-  }
-
-  store::GrantRecord record;
-  record.id = grant.id;
-  record.owner = grant.owner;
-  record.spec = SpecSummary(spec);
-  for (Capability c : grant.enforced) record.enforced.push_back(CapabilityName(c));
-  for (const auto& d : grant.degraded) {
-    record.degraded.push_back({{"capability", CapabilityName(d.capability)}, {"reason", d.reason}});
-  }
-  for (const auto& [c, m] : grant.mechanisms) record.mechanisms[std::string(CapabilityName(c))] = m;
-  if (grant.cgroups) {
-    CgroupPaths paths = grant.cgroups->paths();
-    if (!paths.v2.empty()) record.cgroups["v2"] = paths.v2;
-    if (!paths.memory.empty()) record.cgroups["memory"] = paths.memory;
-    if (!paths.pids.empty()) record.cgroups["pids"] = paths.pids;
-    if (!paths.cpu.empty()) record.cgroups["cpu"] = paths.cpu;
-  }
-  auto self = proc::ReadIdentity(::getpid());
-  if (!self) {
-    if (grant.cgroups) (void)grant.cgroups->Remove();
-    return std::unexpected(
-        AdmitError{AdmitError::Kind::kInternal,
-                   "",
-                   "cannot read the supervisor's identity: " + self.error().message(),
-                   {}});
-  }
-  record.supervisor = *self;
-  record.created_at_ms = store::NowMs();
-  if (auto inserted = store.InsertGrant(record); !inserted) {
-    if (grant.cgroups) (void)grant.cgroups->Remove();
-    return std::unexpected(
-        AdmitError{AdmitError::Kind::kInternal,
-                   "",
-                   "cannot record the grant in " + store.path() + ": " + inserted.error().message(),
-                   {}});
-  }
-  return grant;
 }
 
 }  // namespace cordon::contain

@@ -25,32 +25,77 @@ int64_t CpuQuotaUs(double cpus) {
   return std::max<int64_t>(1000, std::llround(cpus * static_cast<double>(kCpuPeriodUs)));
 }
 
+namespace {
+
+// Which hierarchy holds each limit: v2 where the plan's v2 parent has the
+// controller, else the v1 hierarchy of its own.
+struct Placement {
+  bool memory_v2;
+  bool pids_v2;
+  bool cpu_v2;
+};
+
+Placement PlaceLimits(const CgroupPlan& plan, const CgroupLimits& limits) {
+  return Placement{limits.memory_bytes && plan.v2_controllers.contains("memory"),
+                   limits.pids && plan.v2_controllers.contains("pids"),
+                   limits.cpu && plan.v2_controllers.contains("cpu")};
+}
+
+}  // namespace
+
+sys::Result<CgroupPaths> GrantCgroups::Paths(const CgroupPlan& plan, const std::string& name,
+                                             const CgroupLimits& limits) {
+  const Placement at = PlaceLimits(plan, limits);
+  auto under = [&name](const std::string& parent, const char* what,
+                       const std::string& problem) -> sys::Result<std::string> {
+    if (parent.empty()) return sys::Fail(std::string(what) + problem, ENOENT);
+    return parent + "/" + name;
+  };
+  CgroupPaths paths;
+  if (limits.tree || at.memory_v2 || at.pids_v2 || at.cpu_v2) {
+    CORDON_ASSIGN_OR_RETURN(paths.v2,
+                            under(plan.v2_parent, "no cgroup v2 parent: ", plan.v2_problem));
+  }
+  if (limits.memory_bytes && !at.memory_v2) {
+    CORDON_ASSIGN_OR_RETURN(
+        paths.memory, under(plan.v1_memory_parent, "no memory cgroup: ", plan.v1_memory_problem));
+  }
+  if (limits.pids && !at.pids_v2) {
+    CORDON_ASSIGN_OR_RETURN(paths.pids,
+                            under(plan.v1_pids_parent, "no pids cgroup: ", plan.v1_pids_problem));
+  }
+  if (limits.cpu && !at.cpu_v2) {
+    CORDON_ASSIGN_OR_RETURN(paths.cpu,
+                            under(plan.v1_cpu_parent, "no cpu cgroup: ", plan.v1_cpu_problem));
+  }
+  return paths;
+}
+
 sys::Result<GrantCgroups> GrantCgroups::Create(const CgroupPlan& plan, const std::string& name,
                                                const CgroupLimits& limits) {
+  CORDON_ASSIGN_OR_RETURN(CgroupPaths paths, Paths(plan, name, limits));
+  const Placement at = PlaceLimits(plan, limits);
   GrantCgroups g;
   RemoveOnFailure guard;
-  bool memory_v2 = limits.memory_bytes && plan.v2_controllers.contains("memory");
-  bool pids_v2 = limits.pids && plan.v2_controllers.contains("pids");
-  bool cpu_v2 = limits.cpu && plan.v2_controllers.contains("cpu");
+  auto make = [&guard](const std::string& path,
+                       std::optional<CgroupDir>& slot) -> sys::Result<void> {
+    if (path.empty()) return {};
+    CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(path));
+    slot = std::move(dir);
+    guard.dirs.push_back(&*slot);
+    return {};
+  };
+  CORDON_RETURN_IF_ERROR(make(paths.v2, g.v2_));
+  CORDON_RETURN_IF_ERROR(make(paths.memory, g.memory_));
+  CORDON_RETURN_IF_ERROR(make(paths.pids, g.pids_));
+  CORDON_RETURN_IF_ERROR(make(paths.cpu, g.cpu_));
 
-  if (limits.tree || memory_v2 || pids_v2 || cpu_v2) {
-    if (plan.v2_parent.empty()) return sys::Fail("no cgroup v2 parent: " + plan.v2_problem, ENOENT);
-    CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v2_parent, name));
-    g.v2_ = std::move(dir);
-    guard.dirs.push_back(&*g.v2_);
-  }
-  if (memory_v2) {
+  if (at.memory_v2) {
     g.memory_in_v2_ = true;
     CORDON_RETURN_IF_ERROR(g.v2_->Write("memory.max", std::to_string(*limits.memory_bytes)));
     // Without this the limit could be met by swapping instead of an OOM kill.
     if (g.v2_->Has("memory.swap.max")) CORDON_RETURN_IF_ERROR(g.v2_->Write("memory.swap.max", "0"));
   } else if (limits.memory_bytes) {
-    if (plan.v1_memory_parent.empty()) {
-      return sys::Fail("no memory cgroup: " + plan.v1_memory_problem, ENOENT);
-    }
-    CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v1_memory_parent, name));
-    g.memory_ = std::move(dir);
-    guard.dirs.push_back(&*g.memory_);
     std::string bytes = std::to_string(*limits.memory_bytes);
     CORDON_RETURN_IF_ERROR(g.memory_->Write("memory.limit_in_bytes", bytes));
     // memsw bounds memory+swap; it must be set after limit_in_bytes.
@@ -58,29 +103,16 @@ sys::Result<GrantCgroups> GrantCgroups::Create(const CgroupPlan& plan, const std
       CORDON_RETURN_IF_ERROR(g.memory_->Write("memory.memsw.limit_in_bytes", bytes));
     }
   }
-  if (pids_v2) {
-    CORDON_RETURN_IF_ERROR(g.v2_->Write("pids.max", std::to_string(*limits.pids)));
-  } else if (limits.pids) {
-    if (plan.v1_pids_parent.empty()) {
-      return sys::Fail("no pids cgroup: " + plan.v1_pids_problem, ENOENT);
-    }
-    CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v1_pids_parent, name));
-    g.pids_ = std::move(dir);
-    guard.dirs.push_back(&*g.pids_);
-    CORDON_RETURN_IF_ERROR(g.pids_->Write("pids.max", std::to_string(*limits.pids)));
+  if (limits.pids) {
+    const CgroupDir& dir = at.pids_v2 ? *g.v2_ : *g.pids_;
+    CORDON_RETURN_IF_ERROR(dir.Write("pids.max", std::to_string(*limits.pids)));
   }
   if (limits.cpu) {
     std::string quota = std::to_string(CpuQuotaUs(*limits.cpu));
     std::string period = std::to_string(kCpuPeriodUs);
-    if (cpu_v2) {
+    if (at.cpu_v2) {
       CORDON_RETURN_IF_ERROR(g.v2_->Write("cpu.max", quota + " " + period));
     } else {
-      if (plan.v1_cpu_parent.empty()) {
-        return sys::Fail("no cpu cgroup: " + plan.v1_cpu_problem, ENOENT);
-      }
-      CORDON_ASSIGN_OR_RETURN(CgroupDir dir, CgroupDir::Create(plan.v1_cpu_parent, name));
-      g.cpu_ = std::move(dir);
-      guard.dirs.push_back(&*g.cpu_);
       // The period first: the quota is checked against it (and, on v1,
       // against the parent's quota).
       CORDON_RETURN_IF_ERROR(g.cpu_->Write("cpu.cfs_period_us", period));

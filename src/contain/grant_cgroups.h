@@ -41,8 +41,13 @@ struct CpuUsage {
 
 class GrantCgroups final {
  public:
-  // Creates the groups named `name` under the plan's parents and applies the
-  // limits. On failure, whatever was created is removed again.
+  // Where Create would make the groups named `name` for `limits` (what a
+  // grant records before they exist); an error where the plan has no
+  // parent for one.
+  static sys::Result<CgroupPaths> Paths(const CgroupPlan& plan, const std::string& name,
+                                        const CgroupLimits& limits);
+  // Creates the groups named `name` under the plan's parents (at Paths) and
+  // applies the limits. On failure, whatever was created is removed again.
   static sys::Result<GrantCgroups> Create(const CgroupPlan& plan, const std::string& name,
                                           const CgroupLimits& limits);
   // Reopens the groups of a grant found in the store (reap); those that no

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "contain/bounds.h"
 #include "support.h"
 
@@ -131,6 +133,36 @@ TEST_F(GrantTest, OnThisHostTheGrantGetsItsCgroupsAndIsRecordedActive) {
     EXPECT_EQ(testing::Slurp(path), std::to_string(64 << 20) + "\n");
   }
   EXPECT_TRUE(grant->cgroups->Remove());
+}
+
+// The grant is recorded before its groups are made (a supervisor killed in
+// between leaves a record for reap, not a group no record names). Where
+// making them fails, that record goes, and the grant that runs without them
+// is the one recorded: one record, naming no group.
+TEST_F(GrantTest, AGroupThatCannotBeMadeLeavesOnlyTheDegradedGrantsRecord) {
+  Probe probe = testing::TestProbe();
+  if (!probe.Status(Capability::kProcessTree).enforceable) {
+    GTEST_SKIP() << "no cgroup v2 here: " << probe.Status(Capability::kProcessTree).reason;
+  }
+  const std::string missing =
+      probe.cgroups.v2_parent + "/cordon-grant-test-missing-" + std::to_string(::getpid());
+  probe.cgroups.v2_parent = missing;  // mkdir beneath it fails (ENOENT)
+  auto grant = Acquire(spec_, probe, *store_);
+  ASSERT_TRUE(grant) << grant.error().message;
+  EXPECT_EQ(grant->Mechanism(Capability::kProcessTree), "process_group");
+  bool said_why = false;
+  for (const auto& d : grant->degraded) {
+    said_why |= d.capability == Capability::kProcessTree &&
+                d.reason.find("setting up the grant's cgroup failed") != std::string::npos;
+  }
+  EXPECT_TRUE(said_why);
+  const auto records = store_->ListGrants(true).value();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].id, grant->id);
+  EXPECT_FALSE(records[0].cgroups.contains("v2")) << records[0].cgroups;
+  EXPECT_EQ(records[0].mechanisms["process_tree"], "process_group");
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  EXPECT_FALSE(grant->cgroups);  // the tree was its only group
 }
 
 TEST_F(GrantTest, IsolationIsDegradedWhereTheHostCannotIsolateAndRefusedWhenRequired) {

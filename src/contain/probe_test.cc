@@ -135,7 +135,7 @@ TEST(ProbeHostTest, EveryClaimHasItsMechanismOrItsReason) {
   // and the teardown it names on that group's control files.
   if (!probe->cgroups.v2_parent.empty()) {
     const std::string& parent = probe->cgroups.v2_parent;
-    auto dir = CgroupDir::Create(parent, "probe-test-" + std::to_string(::getpid()));
+    auto dir = CgroupDir::Create(parent + "/probe-test-" + std::to_string(::getpid()));
     ASSERT_TRUE(dir) << dir.error().message();
     EXPECT_EQ(dir->Kill(), probe->cgroups.v2_kill);
     const CapabilityStatus& plain = probe->StatusFor(Capability::kProcessTree, false);

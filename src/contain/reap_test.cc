@@ -205,6 +205,45 @@ TEST_F(ReapTest, AnOrphanedProcessGroupIsKilledWhenItsLeaderStillMatches) {
   ::waitpid(leader, nullptr, 0);
 }
 
+// Acquire records a grant, with where its groups will be, before it makes
+// them: a supervisor killed after the record leaves groups that are empty,
+// or none at all. Reap removes the first and releases both.
+TEST_F(ReapTest, AGrantWhoseSupervisorDiedBeforeItsProcessIsReleasedAndItsGroupsGo) {
+  const Probe& probe = testing::TestProbe();
+  if (!probe.Status(Capability::kProcessTree).enforceable) {
+    GTEST_SKIP() << "no cgroup v2 here: " << probe.Status(Capability::kProcessTree).reason;
+  }
+  const CgroupLimits limits{.tree = true, .pids = 16};
+  auto record = [&](const std::string& id) {
+    auto paths = GrantCgroups::Paths(probe.cgroups, id, limits);
+    EXPECT_TRUE(paths) << paths.error().message();
+    store::GrantRecord g = Orphan(id);
+    if (!paths->v2.empty()) g.cgroups["v2"] = paths->v2;
+    if (!paths->pids.empty()) g.cgroups["pids"] = paths->pids;
+    EXPECT_TRUE(store_->InsertGrant(g));
+    return *paths;
+  };
+  const std::string made_id = NewGrantId(), unmade_id = NewGrantId();
+  const CgroupPaths made = record(made_id);
+  ASSERT_TRUE(GrantCgroups::Create(probe.cgroups, made_id, limits));  // left behind
+  const CgroupPaths unmade = record(unmade_id);
+  ASSERT_TRUE(std::filesystem::exists(made.v2));
+
+  auto reports = Reap();
+  ASSERT_EQ(reports.size(), 2u);
+  for (const auto& r : reports) {
+    EXPECT_TRUE(r.release.dead) << r.grant_id;
+    EXPECT_EQ(r.action, r.grant_id == made_id ? "reaped" : "gone") << r.note;
+  }
+  for (const auto& path : {made.v2, made.pids, unmade.v2, unmade.pids}) {
+    if (!path.empty()) {
+      EXPECT_FALSE(std::filesystem::exists(path)) << path;
+    }
+  }
+  EXPECT_EQ(State(made_id), "released");
+  EXPECT_EQ(State(unmade_id), "released");
+}
+
 TEST_F(ReapTest, AGrantWhoseSupervisorLivesIsLeftAlone) {
   store::GrantRecord g = Orphan("mine");
   g.supervisor = proc::ReadIdentity(::getpid()).value();

@@ -266,6 +266,12 @@ sys::Result<void> Store::RecordStart(const std::string& id, const proc::Identity
   return s.Run();
 }
 
+sys::Result<void> Store::DeleteGrant(const std::string& id) {
+  CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM grants WHERE id = ?1"));
+  s.Bind(1, id);
+  return s.Run();
+}
+
 sys::Result<void> Store::SetGrantOwner(const std::string& id, const std::string& owner) {
   CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("UPDATE grants SET owner = ?2 WHERE id = ?1"));
   s.Bind(1, id).Bind(2, owner);

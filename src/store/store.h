@@ -71,6 +71,9 @@ class Store final {
   static sys::Result<Store> Open(const std::string& state_dir);
 
   sys::Result<void> InsertGrant(const GrantRecord& grant);
+  // Forgets a grant that was recorded but never made (its admission failed
+  // after the record): no process, no group of it exists.
+  sys::Result<void> DeleteGrant(const std::string& id);
   sys::Result<void> RecordStart(const std::string& id, const proc::Identity& identity, pid_t pgid);
   // A warm pool's grant handed to the session that took its runtime: the
   // owner it is recorded under from then on.
