@@ -236,22 +236,24 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, s
     if (CgroupBacked(mech(Capability::kMemory))) limits.memory_bytes = spec.limits.memory_bytes;
     if (CgroupBacked(mech(Capability::kProcessCount))) limits.pids = spec.limits.pids;
     if (CgroupBacked(mech(Capability::kCpu))) limits.cpu = spec.limits.cpu;
-    const bool grouped = limits.tree || limits.memory_bytes || limits.pids || limits.cpu;
-    auto paths = grouped ? GrantCgroups::Paths(probe.cgroups, grant.id, limits)
-                         : sys::Result<CgroupPaths>(CgroupPaths{});
-    sys::Result<void> made = paths ? sys::Result<void>() : std::unexpected(paths.error());
-    if (made) {
+    // Where its groups go (an error where the plan has no parent for one),
+    // recorded before they exist.
+    auto paths = GrantCgroups::Paths(probe.cgroups, grant.id, limits);
+    std::optional<sys::Error> failed;
+    if (!paths) {
+      failed = paths.error();
+    } else {
       if (auto inserted = store.InsertGrant(RecordOf(grant, spec, *paths, *self)); !inserted) {
         return internal("cannot record the grant in " + store.path() + ": " +
                         inserted.error().message());
       }
-      if (!grouped) return grant;
+      if (paths->empty()) return grant;
       auto cgroups = GrantCgroups::Create(probe.cgroups, grant.id, limits);
       if (cgroups) {
         grant.cgroups = std::move(*cgroups);
         return grant;
       }
-      made = std::unexpected(cgroups.error());
+      failed = cgroups.error();
       // None of its groups is left (Create removes what it made): the
       // record goes too, and the next attempt records what it resolves.
       if (auto forgotten = store.DeleteGrant(grant.id); !forgotten) {
@@ -259,10 +261,8 @@ std::expected<Grant, AdmitError> Acquire(const Spec& spec, const Probe& probe, s
                         " whose cgroups failed: " + forgotten.error().message());
       }
     }
-    if (attempt == 1) {
-      return internal("cannot set up the grant's cgroups: " + made.error().message());
-    }
-    std::string why = "setting up the grant's cgroup failed: " + made.error().message();
+    if (attempt == 1) return internal("cannot set up the grant's cgroups: " + failed->message());
+    std::string why = "setting up the grant's cgroup failed: " + failed->message();
     for (Capability c : r.enforced) {
       if (CgroupBacked(mech(c))) broken[c] = why;
     }
