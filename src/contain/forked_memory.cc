@@ -187,9 +187,14 @@ HeapNotForked::HeapNotForked(const ChildMemory& keep) : forks_held_(ForkLock()) 
     }
     if (from < m.end) marked_.emplace_back(from, m.end);
   }
-  std::erase_if(marked_, [](const Range& r) {
-    return ::madvise(reinterpret_cast<void*>(r.first), r.second - r.first, MADV_DONTFORK) != 0;
-  });
+  // Every range is given back (below), even one whose madvise failed: the
+  // list was read while other threads map and unmap, and a range with a
+  // hole in it by now fails (ENOMEM) having marked the mappings that are
+  // there, among them perhaps one mapped since: another launch's
+  // ChildMemory, whose child would then lack it.
+  for (const auto& [start, end] : marked_) {
+    ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTFORK);
+  }
 }
 
 HeapNotForked::~HeapNotForked() {

@@ -187,5 +187,53 @@ TEST(HeapNotForkedTest, AForkOnAnotherThreadWaitsForTheScopeToEnd) {
   EXPECT_EQ(child_code, 0) << "the other thread's child missed the heap";
 }
 
+// Whether the mapping that holds `addr` is left out of forks (VmFlags "dc").
+bool LeftOutOfForks(const void* addr) {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  std::ifstream in("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    size_t dash = line.find('-'), space = line.find(' ');
+    if (dash != std::string::npos && dash < space && std::isxdigit(line[0])) {
+      uintptr_t start = std::stoull(line.substr(0, dash), nullptr, 16);
+      uintptr_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      inside = start <= a && a < end;
+    } else if (inside && line.starts_with("VmFlags:")) {
+      return (line + " ").find(" dc ") != std::string::npos;
+    }
+  }
+  return false;
+}
+
+// The daemon launches from several threads while others map and unmap: a
+// mapping the list named may have a hole in it by the time it is marked
+// (the madvise then fails, having marked what is there). What was marked
+// is given back all the same; otherwise it stayed out of every later fork,
+// and a later launch's child could lack its own plan there.
+TEST(HeapNotForkedTest, WhatItMarksIsGivenBackEvenWhereAnotherThreadUnmapsMeanwhile) {
+  if (!kHeapLeftOutOfForks) GTEST_SKIP() << "nothing is left out of forks in this build";
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  // Three pages; another thread takes the middle one away and puts it back.
+  char* region = static_cast<char*>(
+      ::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(region, MAP_FAILED);
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop) {
+      ::munmap(region + page, page);
+      ::mmap(region + page, page, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    }
+  });
+  for (int i = 0; i < 2000 && !LeftOutOfForks(region); ++i) {
+    HeapNotForked lean((ChildMemory()));
+  }
+  stop = true;
+  churn.join();
+  EXPECT_FALSE(LeftOutOfForks(region)) << "a page stayed out of forks after its scope ended";
+  EXPECT_FALSE(LeftOutOfForks(region + 2 * page));
+  ::munmap(region, 3 * page);
+}
+
 }  // namespace
 }  // namespace cordon::contain
