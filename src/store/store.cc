@@ -195,6 +195,7 @@ sys::Result<Store> Store::Open(const std::string& state_dir) {
 }
 
 sys::Result<void> Store::CheckpointInBackground() {
+  std::lock_guard lock(*mutex_);
   if (checkpointer_) return {};
   CORDON_ASSIGN_OR_RETURN(checkpointer_, Checkpointer::Start(db_, path_, kCheckpointPages));
   return {};
@@ -229,6 +230,7 @@ sys::Result<void> Store::Migrate() {
 }
 
 sys::Result<void> Store::InsertGrant(const GrantRecord& g) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(
       Statement s,
       db_.Prepare("INSERT INTO grants (id, owner, state, spec, enforced, degraded, mechanisms, "
@@ -253,6 +255,7 @@ sys::Result<void> Store::InsertGrant(const GrantRecord& g) {
 
 sys::Result<void> Store::RecordStart(const std::string& id, const proc::Identity& identity,
                                      pid_t pgid) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(Statement s,
                           db_.Prepare("UPDATE grants SET pid = ?2, ppid = ?3, start_ticks = ?4, "
                                       "boot_id = ?5, pgid = ?6, started_at_ms = ?7 WHERE id = ?1"));
@@ -267,12 +270,14 @@ sys::Result<void> Store::RecordStart(const std::string& id, const proc::Identity
 }
 
 sys::Result<void> Store::DeleteGrant(const std::string& id) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM grants WHERE id = ?1"));
   s.Bind(1, id);
   return s.Run();
 }
 
 sys::Result<void> Store::SetGrantOwner(const std::string& id, const std::string& owner) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("UPDATE grants SET owner = ?2 WHERE id = ?1"));
   s.Bind(1, id).Bind(2, owner);
   return s.Run();
@@ -280,6 +285,7 @@ sys::Result<void> Store::SetGrantOwner(const std::string& id, const std::string&
 
 sys::Result<void> Store::HandOutGrant(const std::string& id, const std::string& owner,
                                       const json& spec) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(Statement s,
                           db_.Prepare("UPDATE grants SET owner = ?2, spec = ?3 WHERE id = ?1"));
   s.Bind(1, id).Bind(2, owner).Bind(3, sys::JsonText(spec));
@@ -288,6 +294,7 @@ sys::Result<void> Store::HandOutGrant(const std::string& id, const std::string& 
 
 sys::Result<void> Store::RecordRelease(const std::string& id, const std::string& outcome,
                                        const json& release, bool released) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(Statement s,
                           db_.Prepare("UPDATE grants SET outcome = ?2, release = ?3, state = ?4, "
                                       "released_at_ms = ?5 WHERE id = ?1"));
@@ -298,6 +305,7 @@ sys::Result<void> Store::RecordRelease(const std::string& id, const std::string&
 }
 
 sys::Result<std::vector<GrantRecord>> Store::ListGrants(bool all) {
+  std::lock_guard lock(*mutex_);
   std::string sql = "SELECT " + std::string(kColumns) + " FROM grants" +
                     (all ? "" : " WHERE state = 'active'") + " ORDER BY created_at_ms DESC, id";
   CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare(sql));
@@ -311,6 +319,7 @@ sys::Result<std::vector<GrantRecord>> Store::ListGrants(bool all) {
 }
 
 sys::Result<std::optional<GrantRecord>> Store::GetGrant(const std::string& id) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(
       Statement s, db_.Prepare("SELECT " + std::string(kColumns) + " FROM grants WHERE id = ?1"));
   s.Bind(1, id);
@@ -320,6 +329,7 @@ sys::Result<std::optional<GrantRecord>> Store::GetGrant(const std::string& id) {
 }
 
 sys::Result<int64_t> Store::PruneGrants(int64_t before_ms, int64_t limit) {
+  std::lock_guard lock(*mutex_);
   // A grant is created before it is released, so the index on
   // (state, created_at_ms) bounds the scan.
   CORDON_ASSIGN_OR_RETURN(Statement s,
@@ -332,6 +342,7 @@ sys::Result<int64_t> Store::PruneGrants(int64_t before_ms, int64_t limit) {
 }
 
 sys::Result<std::vector<std::string>> Store::PruneSessions(int64_t before_ms, int64_t limit) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(
       Statement s, db_.Prepare("DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions "
                                "WHERE state IN ('closed', 'invalidated') AND updated_at_ms < ?1 "
@@ -347,6 +358,7 @@ sys::Result<std::vector<std::string>> Store::PruneSessions(int64_t before_ms, in
 }
 
 sys::Result<void> Store::PutSession(const SessionRecord& r) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(
       Statement s,
       db_.Prepare("INSERT OR REPLACE INTO sessions (id, generation, kind, state, workspace, "
@@ -366,6 +378,7 @@ sys::Result<void> Store::PutSession(const SessionRecord& r) {
 }
 
 sys::Result<std::vector<SessionRecord>> Store::ListSessions() {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(
       Statement s, db_.Prepare("SELECT id, generation, kind, state, workspace, grant_id, spec, "
                                "problem, created_at_ms, updated_at_ms FROM sessions ORDER BY id"));
@@ -390,6 +403,7 @@ sys::Result<std::vector<SessionRecord>> Store::ListSessions() {
 }
 
 sys::Result<void> Store::PutJupyterSession(const JupyterSessionRecord& r) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(
       Statement s,
       // An upsert, not INSERT OR REPLACE: the row keeps its rowid (the
@@ -409,6 +423,7 @@ sys::Result<void> Store::PutJupyterSession(const JupyterSessionRecord& r) {
 }
 
 sys::Result<std::vector<JupyterSessionRecord>> Store::ListJupyterSessions() {
+  std::lock_guard lock(*mutex_);
   // Creation order (rowid breaks ties within a millisecond), as jupyter-server
   // lists its sessions.
   CORDON_ASSIGN_OR_RETURN(
@@ -433,6 +448,7 @@ sys::Result<std::vector<JupyterSessionRecord>> Store::ListJupyterSessions() {
 }
 
 sys::Result<void> Store::DeleteJupyterSession(const std::string& id) {
+  std::lock_guard lock(*mutex_);
   CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare("DELETE FROM jupyter_sessions WHERE id = ?1"));
   s.Bind(1, id);
   return s.Run();

@@ -7,6 +7,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -64,6 +66,8 @@ struct JupyterSessionRecord {
   int64_t updated_at_ms = 0;
 };
 
+// Its methods may be called from any thread, one at a time (the daemon's
+// loop, and the workers that launch its runs).
 class Store final {
  public:
   // Opens or creates `<state_dir>/cordon.db` and applies pending migrations.
@@ -126,6 +130,7 @@ class Store final {
   Database db_;
   std::string path_;
   int schema_version_ = 0;
+  std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();  // movable Store
   std::unique_ptr<Checkpointer> checkpointer_;  // after db_: stopped before it closes
 };
 
