@@ -62,6 +62,17 @@ sys::Result<std::unique_ptr<Execution>> Execution::Start(sys::Reactor& reactor, 
                                                          contain::Grant grant,
                                                          const contain::Spec& spec,
                                                          ExecutionOptions options, Done done) {
+  CORDON_ASSIGN_OR_RETURN(auto e, Spawn(reactor, store, signaller, std::move(grant), spec,
+                                        std::move(options), std::move(done)));
+  CORDON_RETURN_IF_ERROR(e->Attach());
+  return e;
+}
+
+sys::Result<std::unique_ptr<Execution>> Execution::Spawn(sys::Reactor& reactor, store::Store& store,
+                                                         contain::Signaller& signaller,
+                                                         contain::Grant grant,
+                                                         const contain::Spec& spec,
+                                                         ExecutionOptions options, Done done) {
   std::unique_ptr<Execution> e(new Execution(reactor, store, signaller, std::move(grant), spec,
                                              std::move(options), std::move(done)));
   CORDON_RETURN_IF_ERROR(e->Begin(spec));
@@ -89,6 +100,15 @@ sys::Result<std::unique_ptr<Execution>> Execution::Park(sys::Reactor& reactor, s
                                                         contain::Grant grant,
                                                         const contain::Spec& spec,
                                                         std::function<void()> ready, Done done) {
+  CORDON_ASSIGN_OR_RETURN(auto e, SpawnParked(reactor, store, signaller, std::move(grant), spec,
+                                              std::move(ready), std::move(done)));
+  CORDON_RETURN_IF_ERROR(e->Attach());
+  return e;
+}
+
+sys::Result<std::unique_ptr<Execution>> Execution::SpawnParked(
+    sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller, contain::Grant grant,
+    const contain::Spec& spec, std::function<void()> ready, Done done) {
   if (!grant.isolation || !grant.isolation->namespaces) {
     return sys::Fail("park: only a grant with namespaces has a sandbox that can wait", EINVAL);
   }
@@ -182,6 +202,10 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   tree_ = contain::TreeFor(grant_.cgroups ? &*grant_.cgroups : nullptr, child_.pgid,
                            child_.identity.pid, child_.identity.start_ticks,
                            pid_namespace ? &child_.pidfd : nullptr);
+  return {};
+}
+
+sys::Result<void> Execution::Attach() {
   CORDON_ASSIGN_OR_RETURN(
       teardown_,
       contain::Teardown::Create(reactor_, *tree_, signaller_,

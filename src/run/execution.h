@@ -71,6 +71,23 @@ class Execution final {
                                                       contain::Grant grant,
                                                       const contain::Spec& spec,
                                                       std::function<void()> ready, Done done);
+  // Start and Park in two halves, for a supervisor that launches off its
+  // loop. Spawn and SpawnParked make the sandbox and its process (the
+  // grant's start recorded) without touching `reactor`: they may run on
+  // any thread. Attach, on the reactor's thread, then supervises it (its
+  // output, exit and deadline). An Execution not attached supervises
+  // nothing: its process runs on, and only the grant's record finds it
+  // (cordon reap), so one that spawned is always attached.
+  static sys::Result<std::unique_ptr<Execution>> Spawn(sys::Reactor& reactor, store::Store& store,
+                                                       contain::Signaller& signaller,
+                                                       contain::Grant grant,
+                                                       const contain::Spec& spec,
+                                                       ExecutionOptions options, Done done);
+  static sys::Result<std::unique_ptr<Execution>> SpawnParked(
+      sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
+      contain::Grant grant, const contain::Spec& spec, std::function<void()> ready, Done done);
+  sys::Result<void> Attach();
+
   // Whether `spec`'s command fits the message a parked init takes
   // (contain::FitsParked); one that does not is launched cold.
   static bool FitsParked(const contain::Spec& spec);
@@ -125,7 +142,7 @@ class Execution final {
 
   Execution(sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
             contain::Grant grant, const contain::Spec& spec, ExecutionOptions options, Done done);
-  sys::Result<void> Begin(const contain::Spec& spec);
+  sys::Result<void> Begin(const contain::Spec& spec);  // Spawn's launch
   void OnParkedReadable();
   void OnReadable(Pipe& pipe);
   bool ReadSome(Pipe& pipe, int max_reads);  // false at EOF or error
