@@ -14,7 +14,16 @@
 namespace cordon::api {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
+namespace {
+
+// From any thread (a log line is one write).
+void ReportScratch(const std::string& scratch, const sys::Result<void>& removed) {
+  if (removed) return;
+  Log("error", "scratch_not_removed",
+      {{"workspace", scratch}, {"error", removed.error().message()}});
+}
+
+}  // namespace
 
 void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
   auto body = ParseObject(request.message.body());
@@ -25,16 +34,15 @@ void Runs::Start(const Request& request, const std::shared_ptr<Exchange>& ex) {
   active->exchange = ex;
   std::string accept(request.message[http::field::accept]);
   active->streaming = accept.find("application/x-ndjson") != std::string::npos;
-  const bool streaming = active->streaming;
   auto id = Launch(std::move(*spec), std::move(active), request.id);
   if (!id) return ex->RespondError(id.error());
-  if (streaming) ex->BeginStream(200, "application/x-ndjson");
   // A client that goes away cancels its run: teardown, recorded `cancelled`.
   ex->WatchClient([this, id = *id] {
     auto it = runs_.find(id);
-    if (it == runs_.end() || !it->second->execution) return;
-    Log("info", "run_client_gone", {{"grant_id", it->second->execution->grant_id()}});
-    it->second->execution->Cancel();
+    if (it == runs_.end()) return;
+    const run::Execution* execution = it->second->execution.get();
+    Log("info", "run_client_gone", {{"grant_id", execution ? execution->grant_id() : ""}});
+    Cancel(id);
   });
 }
 
@@ -52,15 +60,17 @@ uint64_t Runs::Submit(contain::Spec spec, const std::string& request_id, Done do
 
 void Runs::Cancel(uint64_t id) {
   auto it = runs_.find(id);
-  if (it == runs_.end() || !it->second->execution) return;
+  if (it == runs_.end()) return;
+  if (!it->second->execution) {
+    it->second->cancelled = true;  // being launched: Begun cancels it
+    return;
+  }
   it->second->execution->Cancel();
 }
 
-std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
-                                               std::unique_ptr<Active> active,
+std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec, std::unique_ptr<Active> active,
                                                const std::string& request_id) {
-  contain::Spec* spec = &spec_value;
-  if (auto above = contain::ApplyBounds(options_.bounds, *spec)) {
+  if (auto above = contain::ApplyBounds(options_.bounds, spec)) {
     return std::unexpected(ApiError{422, "above_ceiling", above->message, above->field, nullptr});
   }
   if (stopping_) {
@@ -72,7 +82,13 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
         "at most " + std::to_string(options_.max_runs) + " runs may be in progress at once", "",
         nullptr});
   }
-  active->limits = contain::LimitsJson(spec->limits);
+  // What admission checks first (Acquire): a bad field is refused, naming
+  // it, before any sandbox is taken or made.
+  if (auto invalid = contain::Validate(spec)) {
+    return std::unexpected(FromSession(session::FromAdmit(contain::AdmitError{
+        contain::AdmitError::Kind::kInvalid, invalid->field, invalid->message(), {}})));
+  }
+  active->limits = contain::LimitsJson(spec.limits);
   Active* run = active.get();
   run::ExecutionOptions exec_options;
   exec_options.verify_timeout = options_.verify_timeout;
@@ -88,20 +104,12 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
   auto on_done = [this, id, request_id](run::RunResult r) { OnDone(id, request_id, std::move(r)); };
   auto started = Clock::now();
   std::unique_ptr<run::Execution> warm;
-  if (MatchesPool(*spec)) {
-    // What admission checks first (Acquire, for a cold run): a bad field
-    // is refused, naming it, and no sandbox is taken.
-    if (auto invalid = contain::Validate(*spec)) {
-      return std::unexpected(FromSession(session::FromAdmit(contain::AdmitError{
-          contain::AdmitError::Kind::kInvalid, invalid->field, invalid->message(), {}})));
-    }
-    warm = TakeParked(*spec, *active);
-  }
+  if (MatchesPool(spec)) warm = TakeParked(spec, *active);
   if (warm) {
     run::Execution* execution = warm.get();
     active->execution = std::move(warm);
     runs_.emplace(id, std::move(active));
-    if (auto unparked = execution->Unpark(*spec, std::move(exec_options), on_done); !unparked) {
+    if (auto unparked = execution->Unpark(spec, std::move(exec_options), on_done); !unparked) {
       // Its setup failure (at `init`) is the run's result, once it is torn
       // down: from the loop, since the teardown may end at once.
       Log("error", "run_unpark_failed",
@@ -111,48 +119,86 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec_value,
         if (auto it = runs_.find(id); it != runs_.end()) it->second->execution->Cancel();
       });
     }
-    metrics_.spawn_seconds.Observe(Seconds(Clock::now() - started));
-    Log("info", "run_started",
-        {{"request_id", request_id}, {"grant_id", execution->grant_id()}, {"warm", true}});
+    Begun(*run, request_id, started);
     return id;
   }
-
-  std::optional<contain::CapabilityStatus> disk;
-  if (!spec->workspace) {
-    // Nothing of the daemon's own directory: a run without a workspace gets
-    // a fresh empty one, removed afterwards.
-    auto scratch = MakeScratch(*spec, disk);
-    if (!scratch) return std::unexpected(scratch.error());
-    active->scratch = std::move(*scratch);
-  }
-  auto grant = contain::Acquire(*spec, probe_, store_, disk ? &*disk : nullptr);
-  if (!grant) {
-    RemoveScratch(*active);
-    return std::unexpected(FromSession(session::FromAdmit(grant.error())));
-  }
-  auto execution = run::Execution::Start(reactor_, store_, signaller_, std::move(*grant), *spec,
-                                         std::move(exec_options), on_done);
-  if (!execution) {
-    RemoveScratch(*active);
-    return std::unexpected(ApiError{500, "internal", execution.error().message(), "", nullptr});
-  }
-  metrics_.spawn_seconds.Observe(Seconds(Clock::now() - started));
-  active->execution = std::move(*execution);
-  Log("info", "run_started",
-      {{"request_id", request_id}, {"grant_id", run->execution->grant_id()}, {"warm", false}});
+  // A cold run: made on a worker, supervised on the loop once it is.
   runs_.emplace(id, std::move(active));
+  workers_.Post([this, id, request_id, started, spec = std::move(spec),
+                 exec_options = std::move(exec_options), on_done = std::move(on_done),
+                 alive = std::weak_ptr<char>(alive_)]() mutable {
+    auto spawned = SpawnCold(std::move(spec), std::move(exec_options), std::move(on_done));
+    boost::asio::post(reactor_.io(), [this, id, request_id, started, alive,
+                                      spawned = std::move(spawned)]() mutable {
+      if (alive.lock()) OnSpawned(id, request_id, started, std::move(spawned));
+    });
+  });
   return id;
 }
 
-namespace {
-
-void ReportScratch(const std::string& scratch, const sys::Result<void>& removed) {
-  if (removed) return;
-  Log("error", "scratch_not_removed",
-      {{"workspace", scratch}, {"error", removed.error().message()}});
+std::expected<Runs::Spawned, ApiError> Runs::SpawnCold(contain::Spec spec,
+                                                       run::ExecutionOptions options,
+                                                       run::Execution::Done done) {
+  Spawned spawned;
+  std::optional<contain::CapabilityStatus> disk;
+  if (!spec.workspace) {
+    // Nothing of the daemon's own directory: a run without a workspace gets
+    // a fresh empty one, removed afterwards.
+    auto scratch = MakeScratch(spec, disk);
+    if (!scratch) return std::unexpected(scratch.error());
+    spawned.scratch = std::move(*scratch);
+  }
+  auto failed = [&](ApiError error) {
+    if (!spawned.scratch.empty()) {
+      ReportScratch(spawned.scratch, contain::RemoveBoundWorkspace(spawned.scratch));
+    }
+    return std::unexpected(std::move(error));
+  };
+  auto grant = contain::Acquire(spec, probe_, store_, disk ? &*disk : nullptr);
+  if (!grant) return failed(FromSession(session::FromAdmit(grant.error())));
+  auto execution = run::Execution::Spawn(reactor_, store_, signaller_, std::move(*grant), spec,
+                                         std::move(options), std::move(done));
+  if (!execution) {
+    return failed(ApiError{500, "internal", execution.error().message(), "", nullptr});
+  }
+  spawned.execution = std::move(*execution);
+  return spawned;
 }
 
-}  // namespace
+void Runs::OnSpawned(uint64_t id, const std::string& request_id, Clock::time_point started,
+                     std::expected<Spawned, ApiError> spawned) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  Active& run = *it->second;
+  if (spawned) {
+    run.scratch = std::move(spawned->scratch);
+    run.execution = std::move(spawned->execution);
+    if (auto attached = run.execution->Attach(); !attached) {
+      RemoveScratch(run.scratch);
+      spawned = std::unexpected(ApiError{500, "internal", attached.error().message(), "", nullptr});
+    }
+  }
+  if (!spawned) {
+    // Refused (or failed) as it was made: nothing of it runs.
+    std::unique_ptr<Active> refused = std::move(it->second);
+    runs_.erase(it);
+    if (refused->done) {
+      refused->done(std::unexpected(spawned.error()));
+    } else {
+      refused->exchange->RespondError(spawned.error());
+    }
+    return MaybeDrained();
+  }
+  Begun(run, request_id, started);
+}
+
+void Runs::Begun(Active& run, const std::string& request_id, Clock::time_point started) {
+  metrics_.spawn_seconds.Observe(Seconds(Clock::now() - started));
+  Log("info", "run_started",
+      {{"request_id", request_id}, {"grant_id", run.execution->grant_id()}, {"warm", run.warm}});
+  if (run.streaming) run.exchange->BeginStream(200, "application/x-ndjson");
+  if (run.cancelled || stopping_) run.execution->Cancel();
+}
 
 std::expected<std::string, ApiError> Runs::MakeScratch(
     contain::Spec& spec, std::optional<contain::CapabilityStatus>& disk) const {
@@ -240,34 +286,59 @@ size_t Runs::warm() const {
 void Runs::FillPool() {
   if (stopping_ || options_.prespawn == 0 || !probe_.isolation.namespaces.available) return;
   if (pool_backoff_.waiting()) return;
-  while (pool_.size() < options_.prespawn) {
-    if (!StartParked()) return PoolFailed();
-  }
+  while (pool_.size() + pool_spawning_ < options_.prespawn) StartParked();
 }
 
-bool Runs::StartParked() {
+void Runs::StartParked() {
+  const uint64_t key = next_parked_++;
+  ++pool_spawning_;
+  workers_.Post([this, key, alive = std::weak_ptr<char>(alive_)] {
+    auto parked = SpawnParked(key);
+    boost::asio::post(reactor_.io(), [this, key, alive, parked = std::move(parked)]() mutable {
+      if (alive.lock()) OnParkedSpawned(key, std::move(parked));
+    });
+  });
+}
+
+std::expected<Runs::Parked, std::string> Runs::SpawnParked(uint64_t key) {
   contain::Spec spec = PoolSpec();
   std::optional<contain::CapabilityStatus> disk;
   auto made = MakeScratch(spec, disk);
-  if (!made) {
-    Log("error", "pool_run_failed", {{"error", made.error().message}});
-    return false;
-  }
+  if (!made) return std::unexpected(made.error().message);
   std::string scratch = std::move(*made);  // "" for a private workspace
-  auto failed = [&](const std::string& why) {
-    Log("error", "pool_run_failed", {{"error", why}});
+  auto failed = [&](std::string why) {
     if (!scratch.empty()) ReportScratch(scratch, contain::RemoveBoundWorkspace(scratch));
-    return false;
+    return std::unexpected(std::move(why));
   };
   auto grant = contain::Acquire(spec, probe_, store_, disk ? &*disk : nullptr);
   if (!grant) return failed(grant.error().message);
-  const uint64_t key = next_parked_++;
-  auto parked = run::Execution::Park(
+  // Both callbacks come on the loop, once the execution is attached.
+  auto parked = run::Execution::SpawnParked(
       reactor_, store_, signaller_, std::move(*grant), spec, [this] { pool_backoff_.Succeeded(); },
       [this, key](run::RunResult r) { OnParkedEnded(key, r); });
   if (!parked) return failed(parked.error().message());  // its grant was released
-  pool_.emplace(key, Parked{std::move(*parked), std::move(scratch)});
-  return true;
+  return Parked{std::move(*parked), std::move(scratch)};
+}
+
+void Runs::OnParkedSpawned(uint64_t key, std::expected<Parked, std::string> parked) {
+  --pool_spawning_;
+  if (parked) {
+    run::Execution* execution = parked->execution.get();
+    auto it = pool_.emplace(key, std::move(*parked)).first;
+    if (auto attached = execution->Attach(); !attached) {
+      RemoveScratch(it->second.scratch);
+      pool_.erase(it);
+      parked = std::unexpected(attached.error().message());
+    } else if (stopping_) {
+      execution->Cancel();  // it goes as the rest of the pool went
+    }
+  }
+  if (!parked) {
+    Log("error", "pool_run_failed", {{"error", parked.error()}});
+    // One wait for the failures of one fill.
+    if (!pool_backoff_.waiting()) PoolFailed();
+    MaybeDrained();
+  }
 }
 
 std::unique_ptr<run::Execution> Runs::TakeParked(contain::Spec& spec, Active& run) {
@@ -336,16 +407,16 @@ void Runs::PoolFailed() {
 }
 
 void Runs::MaybeDrained() {
-  if (!runs_.empty() || !pool_.empty() || !drained_) return;
+  if (!runs_.empty() || !pool_.empty() || pool_spawning_ > 0 || !drained_) return;
   auto drained = std::move(drained_);
   drained_ = nullptr;
   drained(all_dead_);
 }
 
-void Runs::RemoveScratch(const Active& run) {
-  if (run.scratch.empty()) return;
+void Runs::RemoveScratch(const std::string& scratch) {
+  if (scratch.empty()) return;
   // Its bound first (a tmpfs is unmounted, an image deleted), then the files.
-  ReportScratch(run.scratch, contain::RemoveBoundWorkspace(run.scratch));
+  ReportScratch(scratch, contain::RemoveBoundWorkspace(scratch));
 }
 
 void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) {
@@ -422,8 +493,9 @@ void Runs::Respond(Active& run, run::RunResult r) {
 void Runs::Stop(std::function<void(bool)> drained) {
   stopping_ = true;
   pool_timer_.cancel();
-  if (runs_.empty() && pool_.empty()) return drained(all_dead_);
+  if (runs_.empty() && pool_.empty() && pool_spawning_ == 0) return drained(all_dead_);
   drained_ = std::move(drained);
+  // One being launched is cancelled once it is (Begun, OnParkedSpawned).
   for (auto& [id, run] : runs_) {
     if (run->execution) run->execution->Cancel();
   }

@@ -1,6 +1,9 @@
 // POST /v1/runs: one-shot runs on the daemon's loop. Each is a
 // run::Execution on the AsioReactor (the same pump as `cordon run`), answered
-// whole or streamed as NDJSON; a client that goes away cancels its run.
+// whole or streamed as NDJSON; a client that goes away cancels its run. A
+// sandbox is made and launched on a worker thread (its workspace, its
+// grant's record and cgroups, its process: the costly part, and the part
+// that waits for the kernel); the loop admits, supervises and answers.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -39,6 +42,8 @@ struct RunsOptions {
 
 class Runs final {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // Everything passed must outlive the Runs.
   Runs(AsioReactor& reactor, store::Store& store, contain::Signaller& signaller,
        const contain::Probe& probe, Metrics& metrics, RunsOptions options)
@@ -59,13 +64,16 @@ class Runs final {
   // The same admission and engine as Start, for a spec parsed elsewhere (the
   // MCP tools, src/mcp): `done` gets the result, or the error that refused
   // the run (then at once, before Submit returns). Returns the run's id,
-  // for Cancel; 0 when it was refused. `output`, when set, sees each chunk
+  // for Cancel; 0 when it was refused at once. A refusal found while the
+  // sandbox is made (its workspace, its grant's admission) comes to `done`
+  // later. `output`, when set, sees each chunk
   // of output as it is captured (MCP's progress notifications).
   using Done = std::function<void(std::expected<run::RunResult, ApiError>)>;
   using Output = std::function<void(run::StreamId stream, std::string_view bytes)>;
   uint64_t Submit(contain::Spec spec, const std::string& request_id, Done done,
                   Output output = nullptr);
-  // Tears a run down (recorded `cancelled`); its result still comes.
+  // Tears a run down (recorded `cancelled`), once it is launched if it is
+  // being launched; its result still comes.
   void Cancel(uint64_t id);
 
   // Cancels every run; `drained(all_dead)` once none is left.
@@ -78,23 +86,40 @@ class Runs final {
 
  private:
   struct Active {
-    std::shared_ptr<Exchange> exchange;  // null for a Submit
-    Done done;                           // a Submit's; null for Start
-    Output output;                       // a Submit's, or null
-    std::unique_ptr<run::Execution> execution;
-    std::string scratch;  // a workspace made for the run, removed afterwards
+    std::shared_ptr<Exchange> exchange;         // null for a Submit
+    Done done;                                  // a Submit's; null for Start
+    Output output;                              // a Submit's, or null
+    std::unique_ptr<run::Execution> execution;  // null while it is launched
+    std::string scratch;                        // a workspace made for the run, removed afterwards
     bool streaming = false;
-    bool warm = false;      // it ran in a sandbox of the warm pool
-    nlohmann::json limits;  // the effective limits, shown in the result
+    bool warm = false;       // it ran in a sandbox of the warm pool
+    bool cancelled = false;  // cancelled before it had an execution
+    nlohmann::json limits;   // the effective limits, shown in the result
+  };
+  // A cold run as a worker made it: its execution, not yet attached.
+  struct Spawned {
+    std::unique_ptr<run::Execution> execution;
+    std::string scratch;
   };
   std::expected<uint64_t, ApiError> Launch(contain::Spec spec, std::unique_ptr<Active> active,
                                            const std::string& request_id);
+  // On a worker: the run's workspace, grant and process. It and
+  // SpawnParked read only what never changes (the options, the probe) and
+  // use the store (whose calls are one at a time) and the seccomp cache.
+  std::expected<Spawned, ApiError> SpawnCold(contain::Spec spec, run::ExecutionOptions options,
+                                             run::Execution::Done done);
+  // Back on the loop: the run supervised, or refused.
+  void OnSpawned(uint64_t id, const std::string& request_id, Clock::time_point started,
+                 std::expected<Spawned, ApiError> spawned);
+  // The run has its execution: counted, logged, its stream begun, and
+  // cancelled if that was asked meanwhile.
+  void Begun(Active& run, const std::string& request_id, Clock::time_point started);
   void OnDone(uint64_t id, const std::string& request_id, run::RunResult result);
   // Once the run's workspace is gone: the result to its caller.
   void Answer(uint64_t id, run::RunResult result);
   // The result as POST /v1/runs answers it, whole or as the stream's end.
   static void Respond(Active& run, run::RunResult result);
-  static void RemoveScratch(const Active& run);
+  static void RemoveScratch(const std::string& scratch);  // on the loop, at once
   // A fresh empty workspace for `spec`, bounded by its disk limits: a
   // directory (set as its workspace; its path) or a tmpfs in the sandbox's
   // own mount namespace (its isolation's private_workspace; ""). `disk` is
@@ -111,7 +136,11 @@ class Runs final {
   bool MatchesPool(const contain::Spec& spec) const;
   // The spec a pool sandbox is admitted with: the defaults and the bounds.
   contain::Spec PoolSpec() const;
-  bool StartParked();
+  // A pool sandbox made on a worker (SpawnParked), attached on the loop
+  // (OnParkedSpawned). `key` is its entry's.
+  void StartParked();
+  std::expected<Parked, std::string> SpawnParked(uint64_t key);
+  void OnParkedSpawned(uint64_t key, std::expected<Parked, std::string> parked);
   // A ready parked sandbox for `spec`, its grant recorded as the run's;
   // `spec` and `run` get its workspace. Null when none is ready.
   std::unique_ptr<run::Execution> TakeParked(contain::Spec& spec, Active& run);
@@ -132,15 +161,17 @@ class Runs final {
   bool all_dead_ = true;
   std::function<void(bool)> drained_;
   std::map<uint64_t, Parked> pool_;
+  size_t pool_spawning_ = 0;  // pool sandboxes being made on a worker
   uint64_t next_parked_ = 1;
   sys::Backoff pool_backoff_;
   boost::asio::steady_timer pool_timer_;  // the fill after a backoff
   // Expires with this object: what it posts to the loop checks it first.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
-  // Removes the runs' workspaces: an unmount waits for an RCU grace period
-  // and a deletion for the disk, milliseconds the loop would otherwise
-  // spend waiting. Last: destroyed first, finishing what it was given.
-  sys::Workers workers_{2};
+  // Make and launch the sandboxes, and remove the runs' workspaces (an
+  // unmount waits for an RCU grace period, a deletion for the disk): work
+  // the loop would otherwise spend, or spend waiting. Last: destroyed
+  // first, finishing what it was given (what it posts back is dropped).
+  sys::Workers workers_{4};
 };
 
 }  // namespace cordon::api
