@@ -100,6 +100,18 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec, std::unique_p
                   {"data", std::string(bytes)}};
     run->exchange->Stream(sys::JsonText(event) + "\n");
   };
+  // Its end (the cgroups' accounting read, the groups removed, the release
+  // recorded) on a worker, and its answer back on the loop.
+  exec_options.release_elsewhere = [this](std::move_only_function<void()> release,
+                                          std::move_only_function<void()> then) {
+    workers_.Post([io = &reactor_.io(), release = std::move(release), then = std::move(then),
+                   alive = std::weak_ptr<char>(alive_)]() mutable {
+      release();
+      boost::asio::post(*io, [alive, then = std::move(then)]() mutable {
+        if (alive.lock()) then();
+      });
+    });
+  };
   const uint64_t id = next_++;
   auto on_done = [this, id, request_id](run::RunResult r) { OnDone(id, request_id, std::move(r)); };
   auto started = Clock::now();

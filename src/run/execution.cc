@@ -431,6 +431,18 @@ void Execution::OnReleased(const contain::Release& release) {
 
 void Execution::Finish() {
   finished_ = true;
+  auto report = [this] {
+    Done done = std::move(done_);
+    done(std::move(result_));
+  };
+  if (!options_.release_elsewhere) {
+    Conclude();
+    return report();
+  }
+  options_.release_elsewhere([this] { Conclude(); }, std::move(report));
+}
+
+void Execution::Conclude() {
   RunResult& r = result_;
   if (auto report = contain::ReadSetupReport(child_); !report) {
     r.warnings.push_back("cannot read the child's setup report: " + report.error().message());
@@ -495,8 +507,6 @@ void Execution::Finish() {
     r.warnings.push_back("the release could not be recorded in the store: " +
                          recorded.error().message());
   }
-  Done done = std::move(done_);
-  done(std::move(result_));
 }
 
 }  // namespace cordon::run

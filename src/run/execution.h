@@ -44,6 +44,15 @@ struct ExecutionOptions {
   // at the cap; its consumer frames and caps it. The result's streams stay
   // empty.
   bool keep_output = true;
+  // Where the end of a run that blocks runs: reading its cgroups'
+  // accounting, removing them (an rmdir may wait for the kernel's cgroup
+  // lock) and recording the release in the store. When set, it is given
+  // that work (`release`), to run on another thread, and `then`, to run on
+  // the reactor's thread once `release` has: `then` calls `done`. In
+  // between the Execution must not be destroyed; it has finished (a Cancel
+  // does nothing). Null: both at once, on the reactor's thread.
+  std::function<void(std::move_only_function<void()> release, std::move_only_function<void()> then)>
+      release_elsewhere;
 };
 
 class Execution final {
@@ -155,6 +164,7 @@ class Execution final {
   void StartTeardown(Stop reason);
   void OnReleased(const contain::Release& release);
   void Finish();
+  void Conclude();  // the result from the accounting, the cgroups removed, the release recorded
 
   sys::Reactor& reactor_;
   store::Store& store_;
