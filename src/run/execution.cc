@@ -439,6 +439,12 @@ void Execution::Finish() {
     Conclude();
     return report();
   }
+  // Nothing of it changes on this thread while Conclude reads it elsewhere:
+  // a main process left alive (a release not verified) is not waited for.
+  if (watching_child_) {
+    reactor_.Unwatch(child_.pidfd.fd());
+    watching_child_ = false;
+  }
   options_.release_elsewhere([this] { Conclude(); }, std::move(report));
 }
 
