@@ -34,8 +34,9 @@ bool Mapped(const void* addr, size_t bytes) {
   return ::msync(reinterpret_cast<void*>(start), bytes, MS_ASYNC) == 0;
 }
 
-// The smaps field `name` (kB) of this process's mapping that holds `addr`.
-long SmapsKb(const void* addr, const std::string& name) {
+// The rest of the smaps line `name:` of this process's mapping that holds
+// `addr` ("" if there is none).
+std::string SmapsField(const void* addr, const std::string& name) {
   const auto a = reinterpret_cast<uintptr_t>(addr);
   std::ifstream in("/proc/self/smaps");
   bool inside = false;
@@ -46,10 +47,16 @@ long SmapsKb(const void* addr, const std::string& name) {
       uintptr_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
       inside = start <= a && a < end;
     } else if (inside && line.starts_with(name + ":")) {
-      return std::stol(line.substr(name.size() + 1));
+      return line.substr(name.size() + 1);
     }
   }
-  return -1;
+  return "";
+}
+
+// The smaps field `name` (kB) of that mapping; -1 if there is none.
+long SmapsKb(const void* addr, const std::string& name) {
+  std::string kb = SmapsField(addr, name);
+  return kb.empty() ? -1 : std::stol(kb);
 }
 
 // Four MiB in a mapping of the heap's (malloc maps a block this large
@@ -189,20 +196,7 @@ TEST(HeapNotForkedTest, AForkOnAnotherThreadWaitsForTheScopeToEnd) {
 
 // Whether the mapping that holds `addr` is left out of forks (VmFlags "dc").
 bool LeftOutOfForks(const void* addr) {
-  const auto a = reinterpret_cast<uintptr_t>(addr);
-  std::ifstream in("/proc/self/smaps");
-  bool inside = false;
-  for (std::string line; std::getline(in, line);) {
-    size_t dash = line.find('-'), space = line.find(' ');
-    if (dash != std::string::npos && dash < space && std::isxdigit(line[0])) {
-      uintptr_t start = std::stoull(line.substr(0, dash), nullptr, 16);
-      uintptr_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
-      inside = start <= a && a < end;
-    } else if (inside && line.starts_with("VmFlags:")) {
-      return (line + " ").find(" dc ") != std::string::npos;
-    }
-  }
-  return false;
+  return (SmapsField(addr, "VmFlags") + " ").find(" dc ") != std::string::npos;
 }
 
 // The daemon launches from several threads while others map and unmap: a
