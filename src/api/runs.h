@@ -63,11 +63,10 @@ class Runs final {
 
   // The same admission and engine as Start, for a spec parsed elsewhere (the
   // MCP tools, src/mcp): `done` gets the result, or the error that refused
-  // the run (then at once, before Submit returns). Returns the run's id,
-  // for Cancel; 0 when it was refused at once. A refusal found while the
-  // sandbox is made (its workspace, its grant's admission) comes to `done`
-  // later. `output`, when set, sees each chunk
-  // of output as it is captured (MCP's progress notifications).
+  // the run: before Submit returns (which then returns 0) when admission
+  // refuses it, later when making its sandbox does (its workspace, its
+  // grant). Returns the run's id, for Cancel. `output`, when set, sees each
+  // chunk of output as it is captured (MCP's progress notifications).
   using Done = std::function<void(std::expected<run::RunResult, ApiError>)>;
   using Output = std::function<void(run::StreamId stream, std::string_view bytes)>;
   uint64_t Submit(contain::Spec spec, const std::string& request_id, Done done,
