@@ -16,8 +16,13 @@ namespace cordon::api {
 using nlohmann::json;
 namespace {
 
-// From any thread (a log line is one write).
-void ReportScratch(const std::string& scratch, const sys::Result<void>& removed) {
+// A run's scratch workspace removed, its bound first (a tmpfs is
+// unmounted, an image deleted), then the files; a failure is logged. It
+// may wait on the kernel: from a worker, or where nothing else waits. From
+// any thread (a log line is one write).
+void RemoveScratch(const std::string& scratch) {
+  if (scratch.empty()) return;
+  auto removed = contain::RemoveBoundWorkspace(scratch);
   if (removed) return;
   Log("error", "scratch_not_removed",
       {{"workspace", scratch}, {"error", removed.error().message()}});
@@ -161,9 +166,7 @@ std::expected<Runs::Spawned, ApiError> Runs::SpawnCold(contain::Spec spec,
     spawned.scratch = std::move(*scratch);
   }
   auto failed = [&](ApiError error) {
-    if (!spawned.scratch.empty()) {
-      ReportScratch(spawned.scratch, contain::RemoveBoundWorkspace(spawned.scratch));
-    }
+    RemoveScratch(spawned.scratch);
     return std::unexpected(std::move(error));
   };
   auto grant = contain::Acquire(spec, probe_, store_, disk ? &*disk : nullptr);
@@ -319,7 +322,7 @@ std::expected<Runs::Parked, std::string> Runs::SpawnParked(uint64_t key) {
   if (!made) return std::unexpected(made.error().message);
   std::string scratch = std::move(*made);  // "" for a private workspace
   auto failed = [&](std::string why) {
-    if (!scratch.empty()) ReportScratch(scratch, contain::RemoveBoundWorkspace(scratch));
+    RemoveScratch(scratch);
     return std::unexpected(std::move(why));
   };
   auto grant = contain::Acquire(spec, probe_, store_, disk ? &*disk : nullptr);
@@ -401,11 +404,8 @@ void Runs::OnParkedEnded(uint64_t key, const run::RunResult& r) {
   };
   if (it->second.scratch.empty()) return boost::asio::post(reactor_.io(), erase);
   workers_.Post([io = &reactor_.io(), erase, scratch = it->second.scratch] {
-    auto removed = contain::RemoveBoundWorkspace(scratch);
-    boost::asio::post(*io, [erase, scratch, removed = std::move(removed)] {
-      ReportScratch(scratch, removed);  // a no-op unless it failed
-      erase();
-    });
+    RemoveScratch(scratch);
+    boost::asio::post(*io, erase);
   });
 }
 
@@ -425,12 +425,6 @@ void Runs::MaybeDrained() {
   drained(all_dead_);
 }
 
-void Runs::RemoveScratch(const std::string& scratch) {
-  if (scratch.empty()) return;
-  // Its bound first (a tmpfs is unmounted, an image deleted), then the files.
-  ReportScratch(scratch, contain::RemoveBoundWorkspace(scratch));
-}
-
 void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
@@ -448,12 +442,9 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   // result finds no mount of the run's left. On a worker, not the loop.
   workers_.Post([this, id, scratch = run.scratch, r = std::move(r),
                  alive = std::weak_ptr<char>(alive_)]() mutable {
-    auto removed = contain::RemoveBoundWorkspace(scratch);
-    boost::asio::post(reactor_.io(), [this, id, alive, scratch = std::move(scratch),
-                                      removed = std::move(removed), r = std::move(r)]() mutable {
-      if (!alive.lock()) return;
-      ReportScratch(scratch, removed);
-      Answer(id, std::move(r));
+    RemoveScratch(scratch);
+    boost::asio::post(reactor_.io(), [this, id, alive, r = std::move(r)]() mutable {
+      if (alive.lock()) Answer(id, std::move(r));
     });
   });
 }

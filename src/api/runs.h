@@ -118,7 +118,6 @@ class Runs final {
   void Answer(uint64_t id, run::RunResult result);
   // The result as POST /v1/runs answers it, whole or as the stream's end.
   static void Respond(Active& run, run::RunResult result);
-  static void RemoveScratch(const std::string& scratch);  // on the loop, at once
   // A fresh empty workspace for `spec`, bounded by its disk limits: a
   // directory (set as its workspace; its path) or a tmpfs in the sandbox's
   // own mount namespace (its isolation's private_workspace; ""). `disk` is

@@ -179,10 +179,7 @@ store::GrantRecord RecordOf(const Grant& grant, const Spec& spec, const CgroupPa
     record.degraded.push_back({{"capability", CapabilityName(d.capability)}, {"reason", d.reason}});
   }
   for (const auto& [c, m] : grant.mechanisms) record.mechanisms[std::string(CapabilityName(c))] = m;
-  if (!paths.v2.empty()) record.cgroups["v2"] = paths.v2;
-  if (!paths.memory.empty()) record.cgroups["memory"] = paths.memory;
-  if (!paths.pids.empty()) record.cgroups["pids"] = paths.pids;
-  if (!paths.cpu.empty()) record.cgroups["cpu"] = paths.cpu;
+  record.cgroups = ToJson(paths);
   record.supervisor = supervisor;
   record.created_at_ms = store::NowMs();
   return record;

@@ -25,6 +25,24 @@ int64_t CpuQuotaUs(double cpus) {
   return std::max<int64_t>(1000, std::llround(cpus * static_cast<double>(kCpuPeriodUs)));
 }
 
+nlohmann::json ToJson(const CgroupPaths& paths) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, path] : {std::pair{"v2", &paths.v2}, std::pair{"memory", &paths.memory},
+                                  std::pair{"pids", &paths.pids}, std::pair{"cpu", &paths.cpu}}) {
+    if (!path->empty()) out[key] = *path;
+  }
+  return out;
+}
+
+CgroupPaths CgroupPathsFrom(const nlohmann::json& recorded) {
+  auto get = [&](const char* key) {
+    return recorded.is_object() && recorded.contains(key) && recorded[key].is_string()
+               ? recorded[key].get<std::string>()
+               : std::string();
+  };
+  return CgroupPaths{get("v2"), get("memory"), get("pids"), get("cpu")};
+}
+
 namespace {
 
 // Which hierarchy holds each limit: v2 where the plan's v2 parent has the

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,11 @@ struct CgroupPaths {
   std::string cpu;     // v1
   bool empty() const { return v2.empty() && memory.empty() && pids.empty() && cpu.empty(); }
 };
+// The record's `cgroups` object ({"v2", "memory", "pids", "cpu"}, each only
+// where there is a group) and back; a key that is missing or not a string
+// is no group.
+nlohmann::json ToJson(const CgroupPaths& paths);
+CgroupPaths CgroupPathsFrom(const nlohmann::json& recorded);
 
 struct CpuUsage {
   uint64_t user_us = 0;

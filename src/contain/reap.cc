@@ -14,14 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-CgroupPaths PathsOf(const store::GrantRecord& g) {
-  auto get = [&](const char* key) {
-    return g.cgroups.contains(key) && g.cgroups[key].is_string() ? g.cgroups[key].get<std::string>()
-                                                                 : std::string();
-  };
-  return CgroupPaths{get("v2"), get("memory"), get("pids"), get("cpu")};
-}
-
 // Whether the grant's main process was the init of a pid namespace.
 bool HadPidNamespace(const store::GrantRecord& g) {
   for (const auto& [capability, mechanism] : g.mechanisms.items()) {
@@ -55,7 +47,7 @@ ReapReport ReapOne(const store::GrantRecord& g, Signaller& signaller,
     return report;
   }
 
-  GrantCgroups cgroups = GrantCgroups::Reopen(PathsOf(g));
+  GrantCgroups cgroups = GrantCgroups::Reopen(CgroupPathsFrom(g.cgroups));
   bool has_group = cgroups.v2() || cgroups.v1();
   std::unique_ptr<Tree> tree;
   // The sandbox's init, pinned while its identity still matches (checked

@@ -218,8 +218,7 @@ TEST_F(ReapTest, AGrantWhoseSupervisorDiedBeforeItsProcessIsReleasedAndItsGroups
     auto paths = GrantCgroups::Paths(probe.cgroups, id, limits);
     EXPECT_TRUE(paths) << paths.error().message();
     store::GrantRecord g = Orphan(id);
-    if (!paths->v2.empty()) g.cgroups["v2"] = paths->v2;
-    if (!paths->pids.empty()) g.cgroups["pids"] = paths->pids;
+    g.cgroups = ToJson(*paths);
     EXPECT_TRUE(store_->InsertGrant(g));
     return *paths;
   };
