@@ -211,12 +211,16 @@ TEST(HeapNotForkedTest, WhatItMarksIsGivenBackEvenWhereAnotherThreadUnmapsMeanwh
   char* region = static_cast<char*>(
       ::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(region, MAP_FAILED);
+  char* middle = region + page;
   std::atomic<bool> stop{false};
+  std::atomic<bool> middle_ours{true};
   std::thread churn([&] {
-    while (!stop) {
-      ::munmap(region + page, page);
-      ::mmap(region + page, page, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    // Only a page it mapped itself: once the hole is another mapping's
+    // (this process's allocator may take it), it is left alone.
+    while (!stop && middle_ours) {
+      ::munmap(middle, page);
+      middle_ours = ::mmap(middle, page, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == middle;
     }
   });
   for (int i = 0; i < 2000 && !LeftOutOfForks(region); ++i) {
@@ -226,7 +230,9 @@ TEST(HeapNotForkedTest, WhatItMarksIsGivenBackEvenWhereAnotherThreadUnmapsMeanwh
   churn.join();
   EXPECT_FALSE(LeftOutOfForks(region)) << "a page stayed out of forks after its scope ended";
   EXPECT_FALSE(LeftOutOfForks(region + 2 * page));
-  ::munmap(region, 3 * page);
+  ::munmap(region, page);
+  ::munmap(region + 2 * page, page);
+  if (middle_ours) ::munmap(middle, page);
 }
 
 }  // namespace
