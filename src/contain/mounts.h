@@ -87,6 +87,9 @@ class MountPlan final {
   size_t size() const { return steps_.size(); }
   // "bind /usr", for a setup error that names the failing step.
   std::string Describe(size_t index) const;
+  // Closes the detached trees (once the child has its copies); the steps
+  // still describe themselves, but can no longer be carried out.
+  void CloseTrees() { trees_.clear(); }
   // The paths shown inside, each with what Landlock should allow there.
   const std::vector<std::string>& read_only() const { return read_only_; }
   const std::vector<std::string>& writable() const { return writable_; }

@@ -188,6 +188,11 @@ sys::Result<Sandbox> Sandbox::Prepare(const SandboxRequest& r) {
   return s;
 }
 
+void Sandbox::CloseTrees() {
+  if (mounts_) mounts_->CloseTrees();
+  workspace_tree_.reset();
+}
+
 sys::Result<void> Sandbox::Enter(pid_t child) {
   CORDON_RETURN_IF_ERROR(WriteIdMaps(child, outside_uid_, outside_gid_));
   if (!idmap_in_enter_) return {};

@@ -63,6 +63,11 @@ class Sandbox final {
   // maps, and the idmapping of the workspace to its user namespace.
   sys::Result<void> Enter(pid_t child);
 
+  // After the launch, once the child holds its own copies: closes the
+  // detached mount trees (the workspace's among them), which would pin the
+  // sandbox's filesystems past its death. The plan still names its steps.
+  void CloseTrees();
+
   // What the sandbox does differently from the full view, in words (the
   // run's warnings): a workspace that is not idmapped (and whether it was
   // given to the sandbox's outside id, or what that id may do in a caller's

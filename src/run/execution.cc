@@ -196,6 +196,10 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
   child_ = std::move(*launched);
   if (sandbox_) {
     for (const auto& note : sandbox_->notes()) result_.warnings.push_back(note);
+    // The child has its own copies of the detached mount trees now. Kept,
+    // they would pin the sandbox's filesystems (a workspace's loop image)
+    // past its death, to be unmounted wherever the execution is destroyed.
+    sandbox_->CloseTrees();
   }
 
   bool pid_namespace = sandbox_ && sandbox_->namespaced();

@@ -175,6 +175,7 @@ class Execution final {
   ExecutionOptions options_;
   Done done_;
 
+  // Names a failed mount step in the child's setup report (child_.sandbox).
   std::optional<contain::Sandbox> sandbox_;
   contain::Launched child_;
   Pipe out_;

@@ -149,6 +149,26 @@ def test_a_session_runs_out_of_inodes(client, support):
         assert s.exec("echo alive")["stdout"] == "alive\n"
 
 
+def test_a_closed_sessions_filesystem_is_gone_when_the_close_answers(client, support):
+    """Once a close has answered, nothing is left of the workspace's bound:
+    no loop device backed by its image. (The daemon used to keep the
+    sandbox's mount trees open until it tidied up, up to a second later,
+    which kept the image attached; and that last close then unmounted and
+    freed it on the daemon's loop.) A warm session (the daemon's default
+    bound) and a cold one (a bound of its own), three times each."""
+    if support["persistent"] != "loop_image":
+        pytest.skip(f"the host bounds sessions' workspaces with {support['persistent']}, "
+                    "not loop images")
+    for limits in (None, {"disk_bytes": 32 * MiB}) * 3:
+        s = client.session(limits=limits) if limits else client.session()
+        assert s.exec("echo kept > f")["exit_code"] == 0
+        workspace = s.info["workspace"]
+        assert loops_backed_under(workspace), "the session's workspace is not a loop image"
+        s.close()
+        assert loops_backed_under(workspace) == [], (limits, workspace)
+        assert mounts_under(workspace) == []
+
+
 def test_a_run_fills_up_to_its_bound(client, support, daemon):
     r = client.run(shell="dd if=/dev/zero of=big bs=1M count=64; echo rc=$?; "
                          "df -k --output=size . | tail -1",
