@@ -224,8 +224,9 @@ sys::Result<size_t> Sessions::Forget(int64_t before_ms, int64_t limit) {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) continue;
     const Session& s = *it->second;
-    if ((s.state == "closed" || s.state == "invalidated") && !s.runtime && s.queue.empty() &&
-        s.create_waiters.empty() && s.delete_waiters.empty() && s.restart_waiters.empty()) {
+    if ((s.state == "closed" || s.state == "invalidated") && !s.closing && !s.runtime &&
+        s.queue.empty() && s.create_waiters.empty() && s.delete_waiters.empty() &&
+        s.restart_waiters.empty()) {
       sessions_.erase(it);
     }
   }
@@ -271,6 +272,10 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
                         "the cordon binary); this one runs without it",
                         "kind"));
   }
+  if (auto it = preparing_.find(id); it != preparing_.end()) {
+    it->second.push_back(std::move(done));  // one runtime for concurrent creates
+    return;
+  }
   Session* s = Find(id);
   if (s) {
     if (s->closing) {
@@ -296,7 +301,7 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
                           "id", s->problem));
     }
   }
-  if (live() >= options_.max_sessions) {
+  if (live() + preparing_.size() >= options_.max_sessions) {
     return done(Failure(Kind::kOverCapacity, "at most " + std::to_string(options_.max_sessions) +
                                                  " sessions may be live at once"));
   }
@@ -331,65 +336,101 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
       return done(Created{View(session), true});
     }
   }
-  if (auto prepared = PrepareWorkspace(options_.state_dir, id, !reuse,
-                                       probe_.SandboxesRunAsOwnUids() ? 0711 : 0700);
-      !prepared) {
-    return done(
-        Failure(Kind::kInternal, "cannot prepare the workspace: " + prepared.error().message()));
-  }
+  // Cold: its workspace is made (and bounded: a loop image takes tens of
+  // milliseconds) on a worker, the runtime launched once it is. Creates of
+  // the same id meanwhile wait for it.
+  struct Prepared {
+    sys::Result<void> made;
+    std::optional<std::string> unbounded;  // why bounding it failed
+  };
+  preparing_[id];
   const std::string workspace = WorkspacePath(options_.state_dir, id);
-  // Its disk bound (a loop image or a project quota, kept across
-  // generations); the runtime's admission observes it. A limit that would
-  // be refused is refused here, with why bounding failed.
-  if (spec.limits.disk_bytes || spec.limits.disk_inodes) {
-    auto bound = contain::BoundWorkspace(
-        probe_.disk, workspace, contain::WorkspaceKind::kPersistent,
-        contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
-    if (!bound) {
-      const std::string why = "bounding the workspace failed: " + bound.error().message();
-      if (observer_.log) observer_.log("workspace_unbounded", {{"session_id", id}, {"error", why}});
-      if (spec.required.contains(contain::Capability::kDisk) ||
-          (contain::Explicit(spec).contains(contain::Capability::kDisk) && !spec.permissive)) {
-        return done(std::unexpected(FromAdmit(contain::AdmitError{
-            contain::AdmitError::Kind::kRefused,
-            "",
-            "refused: cannot enforce disk: " + why + "; use permissive to run without it",
-            {{contain::Capability::kDisk, why}}})));
-      }
-    }
-  }
-  spec.workspace = workspace;
-  spec.isolation.workspace_made = true;
-  spec.owner = "session:" + id;
-  AddAllowlist(spec, probe_, workspace, request.kind);
+  const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
+  Offload(
+      [state_dir = options_.state_dir, id, workspace, reuse, disk, support = probe_.disk,
+       mode = probe_.SandboxesRunAsOwnUids() ? 0711 : 0700] {
+        Prepared p;
+        p.made = PrepareWorkspace(state_dir, id, !reuse, mode);
+        if (p.made && disk.any()) {
+          // Its disk bound (a loop image or a project quota, kept across
+          // generations); the runtime's admission observes it.
+          auto bound = contain::BoundWorkspace(support, workspace,
+                                               contain::WorkspaceKind::kPersistent, disk);
+          if (!bound) p.unbounded = "bounding the workspace failed: " + bound.error().message();
+        }
+        return p;
+      },
+      [this, id, workspace, reuse, kind = request.kind, ttl_s = request.ttl_s,
+       spec = std::move(spec), done = std::move(done)](Prepared p) mutable {
+        auto waiting = std::move(preparing_[id]);
+        preparing_.erase(id);
+        auto answer = [&](Outcome<Created> outcome) {
+          done(outcome);
+          for (auto& w : waiting) w(outcome);
+        };
+        if (!p.made) {
+          return answer(Failure(Kind::kInternal,
+                                "cannot prepare the workspace: " + p.made.error().message()));
+        }
+        if (p.unbounded) {
+          if (observer_.log) {
+            observer_.log("workspace_unbounded", {{"session_id", id}, {"error", *p.unbounded}});
+          }
+          // A limit that would be refused is refused here, with why
+          // bounding failed.
+          if (spec.required.contains(contain::Capability::kDisk) ||
+              (contain::Explicit(spec).contains(contain::Capability::kDisk) && !spec.permissive)) {
+            return answer(std::unexpected(
+                FromAdmit(contain::AdmitError{contain::AdmitError::Kind::kRefused,
+                                              "",
+                                              "refused: cannot enforce disk: " + *p.unbounded +
+                                                  "; use permissive to run without it",
+                                              {{contain::Capability::kDisk, *p.unbounded}}})));
+          }
+        }
+        if (stopping_) {
+          // Its workspace is kept, as a stop keeps every session's, and
+          // left unmounted.
+          Offload([workspace] { return contain::ReleaseWorkspace(workspace); },
+                  [](const sys::Result<void>&) {});
+          return answer(Failure(Kind::kConflict,
+                                "the daemon is stopping; session " + id + " was not started"));
+        }
+        spec.workspace = workspace;
+        spec.isolation.workspace_made = true;
+        spec.owner = "session:" + id;
+        AddAllowlist(spec, probe_, workspace, kind);
 
-  auto fresh = std::make_unique<Session>();
-  fresh->id = id;
-  fresh->kind = request.kind;
-  fresh->generation = s ? s->generation + 1 : 1;
-  fresh->spec = std::move(spec);
-  fresh->ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
-  fresh->summary = contain::SpecSummary(fresh->spec);
-  fresh->summary.erase("argv");  // the shell's, not asked for
-  fresh->summary.erase("stdin_bytes");
-  fresh->summary["workspace_reused"] = reuse;
-  fresh->created_at_ms = store::NowMs();
-  fresh->born = fresh->last_used = Clock::now();
-  Session& session = *fresh;
-  std::unique_ptr<Session> previous;
-  if (s) previous = std::move(sessions_[id]);
-  sessions_[id] = std::move(fresh);
-  if (auto failed = StartRuntime(session)) {
-    // Nothing started: the id keeps its previous state.
-    if (previous) {
-      sessions_[id] = std::move(previous);
-    } else {
-      sessions_.erase(id);
-    }
-    return done(std::unexpected(*failed));
-  }
-  Log("session_starting", session, {{"workspace_reused", reuse}});
-  session.create_waiters.push_back(std::move(done));
+        Session* s = Find(id);
+        auto fresh = std::make_unique<Session>();
+        fresh->id = id;
+        fresh->kind = kind;
+        fresh->generation = s ? s->generation + 1 : 1;
+        fresh->spec = std::move(spec);
+        fresh->ttl_ms = ttl_s ? *ttl_s * 1000 : options_.idle_ttl.count();
+        fresh->summary = contain::SpecSummary(fresh->spec);
+        fresh->summary.erase("argv");  // the shell's, not asked for
+        fresh->summary.erase("stdin_bytes");
+        fresh->summary["workspace_reused"] = reuse;
+        fresh->created_at_ms = store::NowMs();
+        fresh->born = fresh->last_used = Clock::now();
+        Session& session = *fresh;
+        std::unique_ptr<Session> previous;
+        if (s) previous = std::move(sessions_[id]);
+        sessions_[id] = std::move(fresh);
+        if (auto failed = StartRuntime(session)) {
+          // Nothing started: the id keeps its previous state.
+          if (previous) {
+            sessions_[id] = std::move(previous);
+          } else {
+            sessions_.erase(id);
+          }
+          return answer(std::unexpected(*failed));
+        }
+        Log("session_starting", session, {{"workspace_reused", reuse}});
+        session.create_waiters.push_back(std::move(done));
+        for (auto& w : waiting) session.create_waiters.push_back(std::move(w));
+      });
 }
 
 void Sessions::OnReady(const std::string& id, int64_t generation) {
@@ -558,13 +599,23 @@ void Sessions::Quarantine(Session& s, const contain::Release& release) {
 }
 
 void Sessions::Close(Session& s) {
+  s.grant_id.clear();
+  if (s.keep_workspace) return Closed(s, {});
+  // The workspace goes on a worker (unmounting and deleting its image
+  // blocks); the session stays `closing` until it is gone, so that
+  // whoever is told it is closed finds no workspace.
+  s.closing = true;
+  Offload([state_dir = options_.state_dir, id = s.id] { return RemoveWorkspace(state_dir, id); },
+          [this, id = s.id, generation = s.generation](sys::Result<void> removed) {
+            if (Session* s = Current(id, generation)) Closed(*s, std::move(removed));
+          });
+}
+
+void Sessions::Closed(Session& s, sys::Result<void> removed) {
   s.closing = false;
   s.state = "closed";
-  s.grant_id.clear();
-  if (!s.keep_workspace) {
-    if (auto removed = RemoveWorkspace(options_.state_dir, s.id); !removed) {
-      s.problem = {{"message", "the workspace could not be removed: " + removed.error().message()}};
-    }
+  if (!removed) {
+    s.problem = {{"message", "the workspace could not be removed: " + removed.error().message()}};
   }
   Record(s);
   Log("session_closed", s, {{"workspace_kept", s.keep_workspace}});
@@ -664,6 +715,10 @@ void Sessions::Delete(const std::string& id, bool keep_workspace,
                       std::function<void(Outcome<nlohmann::json>)> done) {
   Session* s = Find(id);
   if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
+  if (preparing_.contains(id)) {
+    // Its next generation's workspace is being made: not now.
+    return done(Failure(Kind::kConflict, "session " + id + " is being created; try again", "id"));
+  }
   if (s->state == "quarantined") {
     if (auto e = Unusable(*s)) return done(std::unexpected(*e));
   }
@@ -825,40 +880,64 @@ void Sessions::FillPool() {
       return static_cast<size_t>(std::count_if(
           pool_.begin(), pool_.end(), [&](const auto& e) { return e.second.kind == kind; }));
     };
-    while (have() < target) {
-      if (!StartWarm(kind)) {
-        PoolFailed(kind);  // tried again after the backoff
-        break;
-      }
-    }
+    while (have() + pool_preparing_[kind] < target) StartWarm(kind);
   }
 }
 
 // Each pool runtime gets a workspace of its own (named so that no session
 // id can collide with it), renamed to the session's when it is handed out:
-// a sandbox sees it at /workspace either way.
-bool Sessions::StartWarm(const std::string& kind) {
-  const std::string parent = options_.state_dir + "/workspaces";
-  if (::mkdir(parent.c_str(), probe_.SandboxesRunAsOwnUids() ? 0711 : 0700) != 0 &&
-      errno != EEXIST) {
-    return false;
-  }
+// a sandbox sees it at /workspace either way. Made, and bounded, on a
+// worker: a loop image takes tens of milliseconds.
+void Sessions::StartWarm(const std::string& kind) {
+  struct Made {
+    sys::Result<void> made;
+    std::optional<std::string> unbounded;  // why its disk bound failed
+  };
   const std::string key = ".warm-" + sys::RandomHex(6);
-  const std::string workspace = parent + "/" + key;
-  if (::mkdir(workspace.c_str(), 0700) != 0) return false;
+  const std::string workspace = options_.state_dir + "/workspaces/" + key;
   contain::Spec spec;
   if (options_.bounds) (void)contain::ApplyBounds(*options_.bounds, spec);
   const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
-  if (disk.any()) {
-    // The defaults are never refused: unbounded, the pool's runtimes
-    // report disk degraded, as a cold session would.
-    auto bound =
-        contain::BoundWorkspace(probe_.disk, workspace, contain::WorkspaceKind::kPersistent, disk);
-    if (!bound && observer_.log) {
-      observer_.log("workspace_unbounded", {{"pool_id", key}, {"error", bound.error().message()}});
-    }
-  }
-  spec.workspace = workspace;
+  const mode_t parent_mode = probe_.SandboxesRunAsOwnUids() ? 0711 : 0700;
+  ++pool_preparing_[kind];
+  Offload(
+      [support = probe_.disk, workspace, disk, parent_mode] {
+        Made m;
+        const std::string parent = std::filesystem::path(workspace).parent_path().string();
+        if (::mkdir(parent.c_str(), parent_mode) != 0 && errno != EEXIST) {
+          m.made = sys::FailErrno("mkdir(\"" + parent + "\")");
+        } else if (::mkdir(workspace.c_str(), 0700) != 0) {
+          m.made = sys::FailErrno("mkdir(\"" + workspace + "\")");
+        } else if (disk.any()) {
+          // The defaults are never refused: unbounded, the pool's runtimes
+          // report disk degraded, as a cold session would.
+          auto bound = contain::BoundWorkspace(support, workspace,
+                                               contain::WorkspaceKind::kPersistent, disk);
+          if (!bound) m.unbounded = bound.error().message();
+        }
+        return m;
+      },
+      [this, kind, key, workspace, spec = std::move(spec)](Made m) mutable {
+        --pool_preparing_[kind];
+        if (m.unbounded && observer_.log) {
+          observer_.log("workspace_unbounded", {{"pool_id", key}, {"error", *m.unbounded}});
+        }
+        if (!m.made) {
+          if (observer_.log) {
+            observer_.log("pool_start_failed",
+                          {{"kind", kind}, {"error", m.made.error().message()}});
+          }
+          PoolFailed(kind);  // tried again after the backoff
+          return;
+        }
+        if (stopping_) return RemoveElsewhere(workspace);
+        spec.workspace = workspace;
+        LaunchWarm(kind, key, std::move(spec));
+      });
+}
+
+void Sessions::LaunchWarm(const std::string& kind, const std::string& key, contain::Spec spec) {
+  const std::string workspace = *spec.workspace;
   spec.isolation.workspace_made = true;
   spec.owner = "session-pool";
   spec.argv = {kind == "python" ? "/usr/bin/python3" : "/bin/bash"};
@@ -895,7 +974,7 @@ bool Sessions::StartWarm(const std::string& kind) {
                      {"survivors", ended.run.release.survivors}});
     }
     if (!it->second.ready && !stopping_) PoolFailed(it->second.kind);
-    (void)contain::RemoveBoundWorkspace(it->second.workspace);
+    RemoveElsewhere(it->second.workspace);
     retired_.push_back(std::move(it->second.runtime));
     pool_.erase(it);
     MaybeFinishShutdown();
@@ -911,8 +990,9 @@ bool Sessions::StartWarm(const std::string& kind) {
     if (observer_.log) {
       observer_.log("pool_start_failed", {{"kind", kind}, {"error", runtime.error().message}});
     }
-    (void)contain::RemoveBoundWorkspace(workspace);
-    return false;
+    PoolFailed(kind);  // tried again after the backoff
+    RemoveElsewhere(workspace);
+    return;
   }
   Warm w;
   w.kind = kind;
@@ -922,10 +1002,21 @@ bool Sessions::StartWarm(const std::string& kind) {
   w.workspace = workspace;
   w.started = Clock::now();
   pool_.emplace(key, std::move(w));
-  return true;
+}
+
+void Sessions::RemoveElsewhere(std::string workspace) {
+  Offload([workspace] { return contain::RemoveBoundWorkspace(workspace); },
+          [this, workspace](sys::Result<void> removed) {
+            if (!removed && observer_.log) {
+              observer_.log("workspace_not_removed",
+                            {{"workspace", workspace}, {"error", removed.error().message()}});
+            }
+          });
 }
 
 void Sessions::PoolFailed(const std::string& kind) {
+  // One wait for the failures of one fill (its runtimes fail one by one).
+  if (pool_backoff_[kind].waiting()) return;
   const auto delay = pool_backoff_[kind].Failed();
   if (observer_.log)
     observer_.log("pool_backoff", {{"kind", kind}, {"retry_in_ms", delay.count()}});
@@ -997,7 +1088,7 @@ void Sessions::Shutdown(std::function<void(bool)> done) {
 
 void Sessions::MaybeFinishShutdown() {
   if (!stopping_ || !shutdown_) return;
-  if (!pool_.empty()) return;
+  if (!pool_.empty() || offloaded_ > 0) return;
   for (const auto& [id, s] : sessions_) {
     if (s->closing || (s->runtime && s->state == "starting")) return;
   }

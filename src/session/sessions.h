@@ -16,7 +16,9 @@
 // generation never touches a newer one.
 //
 // Everything runs on one Reactor (the daemon's loop); nothing here blocks
-// on a process.
+// on a process. What blocks on the filesystem (a workspace's loop image
+// made, mounted, unmounted and deleted) is done on worker threads
+// (Offload), its continuation back on the loop.
 #pragma once
 
 #include <chrono>
@@ -41,6 +43,7 @@
 #include "store/store.h"
 #include "sys/backoff.h"
 #include "sys/fd.h"
+#include "sys/workers.h"
 
 namespace cordon::session {
 
@@ -69,6 +72,9 @@ struct SessionOptions {
   // The operator's default limits and ceilings (the daemon's); unset: a
   // session gets only the limits its request declares.
   std::optional<contain::Bounds> bounds;
+  // Runs a job on the loop; called from worker threads (the daemon's:
+  // boost::asio::post). Null: work meant for a worker is done on the loop.
+  std::function<void(std::move_only_function<void()>)> post;
 };
 
 struct CreateRequest {
@@ -218,15 +224,20 @@ class Sessions final {
   void OnReady(const std::string& id, int64_t generation);
   void OnEnded(const std::string& id, int64_t generation, Runtime::Ended ended);
   void Pump(Session& s);
+  // Closes `s` once its workspace is removed (unless kept); Closed then
+  // records it and answers.
   void Close(Session& s);
+  void Closed(Session& s, sys::Result<void> removed);
   void Quarantine(Session& s, const contain::Release& release);
   void Retry(Session& s);
   void FailQueue(Session& s, const Error& error);
   std::optional<Error> Unusable(Session& s);
   void Tick();
   void FillPool();
-  // Starts one pool runtime of `kind`; false when it could not be started.
-  bool StartWarm(const std::string& kind);
+  // Starts one pool runtime of `kind`: its workspace is made on a worker,
+  // the runtime launched once it is (LaunchWarm).
+  void StartWarm(const std::string& kind);
+  void LaunchWarm(const std::string& kind, const std::string& key, contain::Spec spec);
   size_t PoolTarget(const std::string& kind) const;
   bool MatchesPool(const std::string& kind, const contain::Spec& spec) const;
   // Hands a ready pool runtime of `kind` to session `id`; false when none
@@ -234,6 +245,27 @@ class Sessions final {
   bool TakeWarm(const std::string& kind, const std::string& id, std::unique_ptr<Session>& session,
                 int64_t ttl_ms);
   void MaybeFinishShutdown();
+  // Removes a workspace (and its disk bound) on a worker.
+  void RemoveElsewhere(std::string workspace);
+
+  // `work` on a worker thread (it may block), then `then(its result)` on
+  // the loop, unless these Sessions are gone by then. A shutdown waits for
+  // every one (offloaded_).
+  template <typename Work, typename Then>
+  void Offload(Work work, Then then) {
+    if (!options_.post) return then(work());
+    ++offloaded_;
+    workers_.Post([this, work = std::move(work), then = std::move(then),
+                   alive = std::weak_ptr<char>(alive_)]() mutable {
+      auto result = work();
+      options_.post([this, alive, then = std::move(then), result = std::move(result)]() mutable {
+        if (!alive.lock()) return;
+        --offloaded_;
+        then(std::move(result));
+        MaybeFinishShutdown();
+      });
+    });
+  }
 
   sys::Reactor& reactor_;
   store::Store& store_;
@@ -245,7 +277,11 @@ class Sessions final {
   // Runtimes that ended and were replaced; destroyed at the next tick or
   // with the Sessions, never from inside their own callbacks.
   std::vector<std::unique_ptr<Runtime>> retired_;
+  // Cold creates whose workspace is being made, by id: the creates of that
+  // id that came meanwhile, answered with it.
+  std::map<std::string, std::vector<std::function<void(Outcome<Created>)>>> preparing_;
   std::map<std::string, Warm> pool_;
+  std::map<std::string, size_t> pool_preparing_;  // per kind: workspaces being made
   // Per kind: after a pool runtime failed to start, or ended before it was
   // ready, the next is tried only after `delay` (doubling to a minute), so
   // that a host where runtimes cannot start is not asked every tick.
@@ -255,6 +291,10 @@ class Sessions final {
   std::function<void(bool)> shutdown_;  // set while stopping, until called
   bool stopping_ = false;
   bool shutdown_all_dead_ = true;
+  size_t offloaded_ = 0;  // Offload's jobs whose continuation has not run
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
+  // Last: destroyed first, its jobs finished while the rest is still here.
+  sys::Workers workers_{2};
 };
 
 }  // namespace cordon::session
