@@ -63,6 +63,17 @@ void ReleaseIdleWorkspaces(const std::string& state_dir, const SessionMap& sessi
   }
 }
 
+// A shell launched on a worker, attached on the loop.
+std::expected<std::unique_ptr<Runtime>, contain::AdmitError> Attached(
+    std::expected<std::unique_ptr<Shell>, contain::AdmitError> shell) {
+  if (!shell) return std::unexpected(shell.error());
+  if (auto attached = (*shell)->Attach(); !attached) {
+    return std::unexpected(contain::AdmitError{
+        contain::AdmitError::Kind::kInternal, "", attached.error().message(), {}});
+  }
+  return std::unique_ptr<Runtime>(std::move(*shell));
+}
+
 nlohmann::json Survivors(const contain::Release& r) {
   return {
       {"message", "teardown could not be verified: " +
@@ -233,22 +244,24 @@ sys::Result<size_t> Sessions::Forget(int64_t before_ms, int64_t limit) {
   return ids.size();
 }
 
-std::optional<Error> Sessions::StartRuntime(Session& s) {
-  const std::string id = s.id;
-  const int64_t generation = s.generation;
+Runtime::Events Sessions::EventsOf(const std::string& id, int64_t generation) {
   Runtime::Events events;
   events.ready = [this, id, generation] { OnReady(id, generation); };
   events.ended = [this, id, generation](Runtime::Ended ended) {
     OnEnded(id, generation, std::move(ended));
   };
+  return events;
+}
+
+std::optional<Error> Sessions::StartRuntime(Session& s) {
   s.starting_since = Clock::now();
-  std::expected<std::unique_ptr<Runtime>, contain::AdmitError> runtime;
-  if (s.kind == "python") {
-    runtime = options_.python(id, s.spec, std::move(events));
-  } else {
-    runtime = Shell::Start(reactor_, store_, signaller_, probe_, s.spec, options_.verify_timeout,
-                           std::move(events));
-  }
+  Runtime::Events events = EventsOf(s.id, s.generation);
+  if (s.kind == "python") return Started(s, options_.python(s.id, s.spec, std::move(events)));
+  return Started(s, Shell::Start(reactor_, store_, signaller_, probe_, s.spec,
+                                 options_.verify_timeout, std::move(events), ReleaseElsewhere()));
+}
+
+std::optional<Error> Sessions::Started(Session& s, MadeRuntime runtime) {
   if (!runtime) return FromAdmit(runtime.error());
   s.runtime = std::move(*runtime);
   s.grant_id = s.runtime->grant_id();
@@ -337,30 +350,63 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     }
   }
   // Cold: its workspace is made (and bounded: a loop image takes tens of
-  // milliseconds) on a worker, the runtime launched once it is. Creates of
+  // milliseconds) and a shell launched on a worker; the loop attaches it
+  // (a kernel is launched there: its client needs the loop). Creates of
   // the same id meanwhile wait for it.
+  const std::string workspace = WorkspacePath(options_.state_dir, id);
+  spec.workspace = workspace;
+  spec.isolation.workspace_made = true;
+  spec.owner = "session:" + id;
+  AddAllowlist(spec, probe_, workspace, request.kind);
+  const int64_t generation = s ? s->generation + 1 : 1;
   struct Prepared {
-    sys::Result<void> made;
-    std::optional<std::string> unbounded;  // why bounding it failed
+    Outcome<void> made;
+    std::optional<std::string> unbounded;  // why bounding the workspace failed
+    std::optional<SpawnedShell> shell;     // a shell's launch, once its workspace is made
   };
   preparing_[id];
-  const std::string workspace = WorkspacePath(options_.state_dir, id);
-  const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
+  contain::Spec launched = spec;  // (the arguments' order is unspecified: no move of spec there)
   Offload(
-      [state_dir = options_.state_dir, id, workspace, reuse, disk, support = probe_.disk,
-       mode = probe_.SandboxesRunAsOwnUids() ? 0711 : 0700] {
+      [this, id, workspace, reuse, spec = std::move(launched), events = EventsOf(id, generation),
+       python = request.kind == "python"]() mutable {
         Prepared p;
-        p.made = PrepareWorkspace(state_dir, id, !reuse, mode);
-        if (p.made && disk.any()) {
+        auto made = PrepareWorkspace(options_.state_dir, id, !reuse,
+                                     probe_.SandboxesRunAsOwnUids() ? 0711 : 0700);
+        if (!made) {
+          p.made =
+              Failure(Kind::kInternal, "cannot prepare the workspace: " + made.error().message());
+          return p;
+        }
+        if (spec.limits.disk_bytes || spec.limits.disk_inodes) {
           // Its disk bound (a loop image or a project quota, kept across
           // generations); the runtime's admission observes it.
-          auto bound = contain::BoundWorkspace(support, workspace,
-                                               contain::WorkspaceKind::kPersistent, disk);
-          if (!bound) p.unbounded = "bounding the workspace failed: " + bound.error().message();
+          auto bound = contain::BoundWorkspace(
+              probe_.disk, workspace, contain::WorkspaceKind::kPersistent,
+              contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+          if (!bound) {
+            const std::string why = "bounding the workspace failed: " + bound.error().message();
+            p.unbounded = why;
+            // A limit that would be refused is refused here, with why
+            // bounding failed.
+            if (spec.required.contains(contain::Capability::kDisk) ||
+                (contain::Explicit(spec).contains(contain::Capability::kDisk) &&
+                 !spec.permissive)) {
+              p.made = std::unexpected(FromAdmit(contain::AdmitError{
+                  contain::AdmitError::Kind::kRefused,
+                  "",
+                  "refused: cannot enforce disk: " + why + "; use permissive to run without it",
+                  {{contain::Capability::kDisk, why}}}));
+              return p;
+            }
+          }
+        }
+        if (!python) {
+          p.shell = Shell::Spawn(reactor_, store_, signaller_, probe_, spec,
+                                 options_.verify_timeout, std::move(events), ReleaseElsewhere());
         }
         return p;
       },
-      [this, id, workspace, reuse, kind = request.kind, ttl_s = request.ttl_s,
+      [this, id, workspace, reuse, generation, kind = request.kind, ttl_s = request.ttl_s,
        spec = std::move(spec), done = std::move(done)](Prepared p) mutable {
         auto waiting = std::move(preparing_[id]);
         preparing_.erase(id);
@@ -368,27 +414,11 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
           done(outcome);
           for (auto& w : waiting) w(outcome);
         };
-        if (!p.made) {
-          return answer(Failure(Kind::kInternal,
-                                "cannot prepare the workspace: " + p.made.error().message()));
+        if (p.unbounded && observer_.log) {
+          observer_.log("workspace_unbounded", {{"session_id", id}, {"error", *p.unbounded}});
         }
-        if (p.unbounded) {
-          if (observer_.log) {
-            observer_.log("workspace_unbounded", {{"session_id", id}, {"error", *p.unbounded}});
-          }
-          // A limit that would be refused is refused here, with why
-          // bounding failed.
-          if (spec.required.contains(contain::Capability::kDisk) ||
-              (contain::Explicit(spec).contains(contain::Capability::kDisk) && !spec.permissive)) {
-            return answer(std::unexpected(
-                FromAdmit(contain::AdmitError{contain::AdmitError::Kind::kRefused,
-                                              "",
-                                              "refused: cannot enforce disk: " + *p.unbounded +
-                                                  "; use permissive to run without it",
-                                              {{contain::Capability::kDisk, *p.unbounded}}})));
-          }
-        }
-        if (stopping_) {
+        if (!p.made) return answer(std::unexpected(p.made.error()));
+        if (stopping_ && !p.shell) {
           // Its workspace is kept, as a stop keeps every session's, and
           // left unmounted.
           Offload([workspace] { return contain::ReleaseWorkspace(workspace); },
@@ -396,16 +426,11 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
           return answer(Failure(Kind::kConflict,
                                 "the daemon is stopping; session " + id + " was not started"));
         }
-        spec.workspace = workspace;
-        spec.isolation.workspace_made = true;
-        spec.owner = "session:" + id;
-        AddAllowlist(spec, probe_, workspace, kind);
-
         Session* s = Find(id);
         auto fresh = std::make_unique<Session>();
         fresh->id = id;
         fresh->kind = kind;
-        fresh->generation = s ? s->generation + 1 : 1;
+        fresh->generation = generation;
         fresh->spec = std::move(spec);
         fresh->ttl_ms = ttl_s ? *ttl_s * 1000 : options_.idle_ttl.count();
         fresh->summary = contain::SpecSummary(fresh->spec);
@@ -413,12 +438,18 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         fresh->summary.erase("stdin_bytes");
         fresh->summary["workspace_reused"] = reuse;
         fresh->created_at_ms = store::NowMs();
-        fresh->born = fresh->last_used = Clock::now();
+        fresh->born = fresh->last_used = fresh->starting_since = Clock::now();
         Session& session = *fresh;
         std::unique_ptr<Session> previous;
         if (s) previous = std::move(sessions_[id]);
         sessions_[id] = std::move(fresh);
-        if (auto failed = StartRuntime(session)) {
+        std::optional<Error> failed;
+        if (p.shell) {
+          failed = Started(session, Attached(std::move(*p.shell)));
+        } else {
+          failed = StartRuntime(session);
+        }
+        if (failed) {
           // Nothing started: the id keeps its previous state.
           if (previous) {
             sessions_[id] = std::move(previous);
@@ -430,6 +461,12 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         Log("session_starting", session, {{"workspace_reused", reuse}});
         session.create_waiters.push_back(std::move(done));
         for (auto& w : waiting) session.create_waiters.push_back(std::move(w));
+        if (stopping_) {
+          // Launched as the daemon began to stop: it goes as the rest went.
+          session.closing = true;
+          session.keep_workspace = true;
+          session.runtime->Kill();
+        }
       });
 }
 
@@ -886,63 +923,93 @@ void Sessions::FillPool() {
 
 // Each pool runtime gets a workspace of its own (named so that no session
 // id can collide with it), renamed to the session's when it is handed out:
-// a sandbox sees it at /workspace either way. Made, and bounded, on a
-// worker: a loop image takes tens of milliseconds.
+// a sandbox sees it at /workspace either way. The workspace is made (and
+// bounded: a loop image takes tens of milliseconds) and a shell launched on
+// a worker; the loop attaches it, or launches a kernel (its client needs
+// the loop).
 void Sessions::StartWarm(const std::string& kind) {
   struct Made {
     sys::Result<void> made;
     std::optional<std::string> unbounded;  // why its disk bound failed
+    std::optional<SpawnedShell> shell;
   };
   const std::string key = ".warm-" + sys::RandomHex(6);
   const std::string workspace = options_.state_dir + "/workspaces/" + key;
   contain::Spec spec;
   if (options_.bounds) (void)contain::ApplyBounds(*options_.bounds, spec);
-  const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
-  const mode_t parent_mode = probe_.SandboxesRunAsOwnUids() ? 0711 : 0700;
-  ++pool_preparing_[kind];
-  Offload(
-      [support = probe_.disk, workspace, disk, parent_mode] {
-        Made m;
-        const std::string parent = std::filesystem::path(workspace).parent_path().string();
-        if (::mkdir(parent.c_str(), parent_mode) != 0 && errno != EEXIST) {
-          m.made = sys::FailErrno("mkdir(\"" + parent + "\")");
-        } else if (::mkdir(workspace.c_str(), 0700) != 0) {
-          m.made = sys::FailErrno("mkdir(\"" + workspace + "\")");
-        } else if (disk.any()) {
-          // The defaults are never refused: unbounded, the pool's runtimes
-          // report disk degraded, as a cold session would.
-          auto bound = contain::BoundWorkspace(support, workspace,
-                                               contain::WorkspaceKind::kPersistent, disk);
-          if (!bound) m.unbounded = bound.error().message();
-        }
-        return m;
-      },
-      [this, kind, key, workspace, spec = std::move(spec)](Made m) mutable {
-        --pool_preparing_[kind];
-        if (m.unbounded && observer_.log) {
-          observer_.log("workspace_unbounded", {{"pool_id", key}, {"error", *m.unbounded}});
-        }
-        if (!m.made) {
-          if (observer_.log) {
-            observer_.log("pool_start_failed",
-                          {{"kind", kind}, {"error", m.made.error().message()}});
-          }
-          PoolFailed(kind);  // tried again after the backoff
-          return;
-        }
-        if (stopping_) return RemoveElsewhere(workspace);
-        spec.workspace = workspace;
-        LaunchWarm(kind, key, std::move(spec));
-      });
-}
-
-void Sessions::LaunchWarm(const std::string& kind, const std::string& key, contain::Spec spec) {
-  const std::string workspace = *spec.workspace;
+  spec.workspace = workspace;
   spec.isolation.workspace_made = true;
   spec.owner = "session-pool";
   spec.argv = {kind == "python" ? "/usr/bin/python3" : "/bin/bash"};
   AddAllowlist(spec, probe_, workspace, kind);
   auto binding = std::make_shared<Binding>(Binding{key, 0, true});
+  ++pool_preparing_[kind];
+  contain::Spec launched = spec;  // (the arguments' order is unspecified: no move of spec there)
+  Offload(
+      [this, workspace, spec = std::move(launched), events = PoolEventsOf(binding),
+       shell = kind == "shell"]() mutable {
+        Made m;
+        const std::string parent = std::filesystem::path(workspace).parent_path().string();
+        if (::mkdir(parent.c_str(), probe_.SandboxesRunAsOwnUids() ? 0711 : 0700) != 0 &&
+            errno != EEXIST) {
+          m.made = sys::FailErrno("mkdir(\"" + parent + "\")");
+          return m;
+        }
+        if (::mkdir(workspace.c_str(), 0700) != 0) {
+          m.made = sys::FailErrno("mkdir(\"" + workspace + "\")");
+          return m;
+        }
+        const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
+        if (disk.any()) {
+          // The defaults are never refused: unbounded, the pool's runtimes
+          // report disk degraded, as a cold session would.
+          auto bound = contain::BoundWorkspace(probe_.disk, workspace,
+                                               contain::WorkspaceKind::kPersistent, disk);
+          if (!bound) m.unbounded = bound.error().message();
+        }
+        if (shell) {
+          m.shell = Shell::Spawn(reactor_, store_, signaller_, probe_, spec,
+                                 options_.verify_timeout, std::move(events), ReleaseElsewhere());
+        }
+        return m;
+      },
+      [this, kind, key, workspace, binding, spec = std::move(spec)](Made m) mutable {
+        --pool_preparing_[kind];
+        if (m.unbounded && observer_.log) {
+          observer_.log("workspace_unbounded", {{"pool_id", key}, {"error", *m.unbounded}});
+        }
+        MadeRuntime runtime = std::unexpected(contain::AdmitError{
+            contain::AdmitError::Kind::kInternal, "", m.made ? "" : m.made.error().message(), {}});
+        if (m.shell) {
+          runtime = Attached(std::move(*m.shell));
+        } else if (m.made && !stopping_) {
+          runtime = options_.python(key, spec, PoolEventsOf(binding));
+        } else if (m.made) {
+          return RemoveElsewhere(workspace);
+        }
+        if (!runtime) {
+          if (observer_.log) {
+            observer_.log("pool_start_failed",
+                          {{"kind", kind}, {"error", runtime.error().message}});
+          }
+          PoolFailed(kind);  // tried again after the backoff
+          if (m.made) RemoveElsewhere(workspace);
+          return;
+        }
+        Warm w;
+        w.kind = kind;
+        w.runtime = std::move(*runtime);
+        w.binding = binding;
+        w.spec = std::move(spec);
+        w.workspace = workspace;
+        w.started = Clock::now();
+        Runtime* started = w.runtime.get();
+        pool_.emplace(key, std::move(w));
+        if (stopping_) started->Kill();  // it goes as the rest of the pool went
+      });
+}
+
+Runtime::Events Sessions::PoolEventsOf(const std::shared_ptr<Binding>& binding) {
   Runtime::Events events;
   events.ready = [this, binding] {
     if (!binding->pooled) return OnReady(binding->id, binding->generation);
@@ -979,29 +1046,18 @@ void Sessions::LaunchWarm(const std::string& kind, const std::string& key, conta
     pool_.erase(it);
     MaybeFinishShutdown();
   };
-  std::expected<std::unique_ptr<Runtime>, contain::AdmitError> runtime;
-  if (kind == "python") {
-    runtime = options_.python(key, spec, std::move(events));
-  } else {
-    runtime = Shell::Start(reactor_, store_, signaller_, probe_, spec, options_.verify_timeout,
-                           std::move(events));
-  }
-  if (!runtime) {
-    if (observer_.log) {
-      observer_.log("pool_start_failed", {{"kind", kind}, {"error", runtime.error().message}});
-    }
-    PoolFailed(kind);  // tried again after the backoff
-    RemoveElsewhere(workspace);
-    return;
-  }
-  Warm w;
-  w.kind = kind;
-  w.runtime = std::move(*runtime);
-  w.binding = binding;
-  w.spec = std::move(spec);
-  w.workspace = workspace;
-  w.started = Clock::now();
-  pool_.emplace(key, std::move(w));
+  return events;
+}
+
+Shell::ReleaseElsewhere Sessions::ReleaseElsewhere() {
+  return [this](std::move_only_function<void()> release, std::move_only_function<void()> then) {
+    Offload(
+        [release = std::move(release)]() mutable {
+          release();
+          return true;
+        },
+        [then = std::move(then)](bool) mutable { then(); });
+  };
 }
 
 void Sessions::RemoveElsewhere(std::string workspace) {

@@ -195,6 +195,8 @@ class Sessions final {
     int64_t generation = 0;
     bool pooled = true;
   };
+  // What a pool runtime tells the pool, then (once handed out) its session.
+  Runtime::Events PoolEventsOf(const std::shared_ptr<Binding>& binding);
   struct Warm {
     std::string kind;  // "shell" or "python"
     std::unique_ptr<Runtime> runtime;
@@ -220,7 +222,14 @@ class Sessions final {
   nlohmann::json View(const Session& s) const;
   void Record(Session& s);
   void Log(const std::string& event, const Session& s, nlohmann::json fields = {});
+  using MadeRuntime = std::expected<std::unique_ptr<Runtime>, contain::AdmitError>;
+  using SpawnedShell = std::expected<std::unique_ptr<Shell>, contain::AdmitError>;
+  // What a runtime of session `id`'s generation `generation` tells it.
+  Runtime::Events EventsOf(const std::string& id, int64_t generation);
+  // Starts s's runtime here (a restart; a kernel), then Started.
   std::optional<Error> StartRuntime(Session& s);
+  // Makes `runtime` s's, starting (recorded), or says why there is none.
+  std::optional<Error> Started(Session& s, MadeRuntime runtime);
   void OnReady(const std::string& id, int64_t generation);
   void OnEnded(const std::string& id, int64_t generation, Runtime::Ended ended);
   void Pump(Session& s);
@@ -234,10 +243,9 @@ class Sessions final {
   std::optional<Error> Unusable(Session& s);
   void Tick();
   void FillPool();
-  // Starts one pool runtime of `kind`: its workspace is made on a worker,
-  // the runtime launched once it is (LaunchWarm).
+  // Starts one pool runtime of `kind` (its workspace, and a shell, made on
+  // a worker).
   void StartWarm(const std::string& kind);
-  void LaunchWarm(const std::string& kind, const std::string& key, contain::Spec spec);
   size_t PoolTarget(const std::string& kind) const;
   bool MatchesPool(const std::string& kind, const contain::Spec& spec) const;
   // Hands a ready pool runtime of `kind` to session `id`; false when none
@@ -247,6 +255,9 @@ class Sessions final {
   void MaybeFinishShutdown();
   // Removes a workspace (and its disk bound) on a worker.
   void RemoveElsewhere(std::string workspace);
+  // A shell's: the end of its teardown (its cgroups' accounting read and
+  // removed, the release recorded) on a worker.
+  Shell::ReleaseElsewhere ReleaseElsewhere();
 
   // `work` on a worker thread (it may block), then `then(its result)` on
   // the loop, unless these Sessions are gone by then. A shutdown waits for

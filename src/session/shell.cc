@@ -49,7 +49,21 @@ int64_t MsSince(std::chrono::steady_clock::time_point t) {
 std::expected<std::unique_ptr<Shell>, contain::AdmitError> Shell::Start(
     sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
     const contain::Probe& probe, contain::Spec spec, std::chrono::milliseconds verify_timeout,
-    Events events) {
+    Events events, ReleaseElsewhere release_elsewhere) {
+  auto shell = Spawn(reactor, store, signaller, probe, std::move(spec), verify_timeout,
+                     std::move(events), std::move(release_elsewhere));
+  if (!shell) return shell;
+  if (auto attached = (*shell)->Attach(); !attached) {
+    return std::unexpected(contain::AdmitError{
+        contain::AdmitError::Kind::kInternal, "", attached.error().message(), {}});
+  }
+  return shell;
+}
+
+std::expected<std::unique_ptr<Shell>, contain::AdmitError> Shell::Spawn(
+    sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
+    const contain::Probe& probe, contain::Spec spec, std::chrono::milliseconds verify_timeout,
+    Events events, ReleaseElsewhere release_elsewhere) {
   auto internal = [](const sys::Error& e) {
     return std::unexpected(
         contain::AdmitError{contain::AdmitError::Kind::kInternal, "", e.message(), {}});
@@ -62,12 +76,6 @@ std::expected<std::unique_ptr<Shell>, contain::AdmitError> Shell::Start(
   spec.limits.grace_ms = 0;
 
   std::unique_ptr<Shell> shell(new Shell(reactor, std::move(events)));
-  auto alarm = Alarm::Create(reactor);
-  if (!alarm) return internal(alarm.error());
-  shell->alarm_ = std::move(*alarm);
-  auto interrupt_alarm = Alarm::Create(reactor);
-  if (!interrupt_alarm) return internal(interrupt_alarm.error());
-  shell->interrupt_alarm_ = std::move(*interrupt_alarm);
   auto pipe = sys::MakePipe();
   if (!pipe) return internal(pipe.error());
   (void)::fcntl(pipe->write.get(), F_SETPIPE_SZ, kControlPipeBytes);  // best effort
@@ -83,20 +91,27 @@ std::expected<std::unique_ptr<Shell>, contain::AdmitError> Shell::Start(
   options.verify_timeout = verify_timeout;
   options.stdin_fd = pipe->read.get();
   options.keep_output = false;
+  options.release_elsewhere = std::move(release_elsewhere);
   auto execution =
-      run::Execution::Start(reactor, store, signaller, std::move(*grant), spec, std::move(options),
+      run::Execution::Spawn(reactor, store, signaller, std::move(*grant), spec, std::move(options),
                             [self](run::RunResult r) { self->OnShellDone(std::move(r)); });
   if (!execution) return internal(execution.error());
   shell->execution_ = std::move(*execution);
   shell->control_ = std::move(pipe->write);
   // pipe->read closes here: only the shell holds the read end, so writing
   // to a shell that is gone fails (EPIPE) instead of filling the pipe.
-
-  std::string nonce = NewNonce();
-  shell->out_frame_.Expect(nonce, true);
-  shell->err_frame_.Expect(nonce, false);
-  shell->Send(std::string(kBootstrap) + MarkerLines(nonce));
   return shell;
+}
+
+sys::Result<void> Shell::Attach() {
+  CORDON_ASSIGN_OR_RETURN(alarm_, Alarm::Create(reactor_));
+  CORDON_ASSIGN_OR_RETURN(interrupt_alarm_, Alarm::Create(reactor_));
+  CORDON_RETURN_IF_ERROR(execution_->Attach());
+  std::string nonce = NewNonce();
+  out_frame_.Expect(nonce, true);
+  err_frame_.Expect(nonce, false);
+  Send(std::string(kBootstrap) + MarkerLines(nonce));
+  return {};
 }
 
 Shell::~Shell() = default;

@@ -35,12 +35,23 @@ namespace cordon::session {
 
 class Shell final : public Runtime {
  public:
-  // Admits `spec` (its command is replaced by the shell), launches it and
-  // sends the bootstrap; `ready` follows once the shell has answered.
+  using ReleaseElsewhere = decltype(run::ExecutionOptions::release_elsewhere);
+  // Spawn, then Attach.
   static std::expected<std::unique_ptr<Shell>, contain::AdmitError> Start(
       sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
       const contain::Probe& probe, contain::Spec spec, std::chrono::milliseconds verify_timeout,
-      Events events);
+      Events events, ReleaseElsewhere release_elsewhere = nullptr);
+  // Admits `spec` (its command is replaced by the shell) and launches it;
+  // touches no reactor, so it may run on any thread. Nothing is supervised
+  // and no event comes until Attach. `release_elsewhere`: where the end of
+  // its teardown runs (run::ExecutionOptions).
+  static std::expected<std::unique_ptr<Shell>, contain::AdmitError> Spawn(
+      sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
+      const contain::Probe& probe, contain::Spec spec, std::chrono::milliseconds verify_timeout,
+      Events events, ReleaseElsewhere release_elsewhere = nullptr);
+  // On the reactor's thread: supervises the shell and sends the bootstrap;
+  // `ready` follows once the shell has answered.
+  sys::Result<void> Attach();
   ~Shell() override;
   Shell(const Shell&) = delete;
   Shell& operator=(const Shell&) = delete;

@@ -1,0 +1,128 @@
+"""A session's workspace (a loop image under the daemon's default disk
+bound) is made, and its shell launched, on a worker thread of the daemon;
+the loop attaches it, and a close's workspace goes on a worker too. What a
+client sees of that, against a real daemon and its store: creates of one id
+while its workspace is being made share one runtime, a delete of an id
+being made again is refused until it is, and a daemon stopped while
+sessions are being made answers each create and leaves no process, grant,
+cgroup or mount of them."""
+import json
+import os
+import signal
+import sys
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+
+from cordon_client.errors import CordonError  # noqa: E402
+from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
+    CGROUP_ROOT,
+    Daemon,
+    mounts_beneath,
+    pids_in_cgroup_tree,
+    store_query,
+    unmount_beneath,
+    wait_for,
+)
+
+
+def logged(daemon, event):
+    with open(daemon.log_path) as f:
+        lines = [json.loads(line) for line in f if line.startswith("{")]
+    return [e for e in lines if e.get("event") == event]
+
+
+def active_grants(state_dir):
+    return store_query(state_dir, "SELECT id, owner FROM grants WHERE state = 'active'")
+
+
+def test_a_delete_while_the_next_generation_is_made_never_pulls_its_workspace(state_dir):
+    d = Daemon(state_dir, "--prespawn-runs", "0")
+    try:
+        c = d.client()
+        c.session("again", env={"MINE": "1"}).close()
+        # Generation 2 (cold: an environment of its own) while deletes come.
+        made = []
+
+        def create():
+            try:
+                made.append(c.session("again", env={"MINE": "2"}))
+            except CordonError as e:
+                made.append(e)
+
+        creator = threading.Thread(target=create)
+        refused = []
+        creator.start()
+        other = d.client()
+        while creator.is_alive():
+            try:
+                other.request("DELETE", "/v1/sessions/again?keep_workspace=true")
+            except CordonError as e:
+                # Its workspace is being made, or it is being closed.
+                assert (e.status, e.code) == (409, "conflict"), e
+                refused.append(e.message)
+        creator.join()
+        assert len(made) == 1, made
+        if isinstance(made[0], CordonError):
+            # A delete closed it while it started: said so.
+            assert (made[0].status, made[0].code) == (409, "conflict"), made[0]
+            assert "was closed" in made[0].message, made[0]
+        elif made[0].refresh()["state"] in ("ready", "busy"):
+            # No delete got in: it works, in its own workspace.
+            r = made[0].exec("echo $MINE; echo ok > f; cat f")
+            assert r["stdout"] == "2\nok\n", r
+        assert all("being created" in m or "being closed" in m for m in refused), refused
+        # Whatever came of it, the id is usable again.
+        again = c.session("again", env={"MINE": "3"})
+        assert again.exec("echo $MINE")["stdout"] == "3\n"
+        again.close()
+    finally:
+        assert d.stop() == 0
+        assert unmount_beneath(state_dir) == []
+
+
+def test_a_stop_while_sessions_are_made_answers_each_and_leaves_nothing(state_dir):
+    # Cold creates (an environment each: no warm shell matches), each with
+    # the daemon's default disk bound, a loop image made on a worker.
+    d = Daemon(state_dir, "--prespawn-runs", "0", "--max-sessions", "64")
+    answers = []
+    first = threading.Event()
+
+    def one(i):
+        try:
+            answers.append(d.client().session(f"stop-{i}", env={"N": str(i)}))
+        except CordonError as e:
+            answers.append(e)
+        first.set()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+    try:
+        for t in threads:
+            t.start()
+        # The stop lands once the first is answered: the rest are being
+        # made, attached, or queued for a worker.
+        assert first.wait(timeout=60)
+        d.proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        status = d.stop()
+    assert status == 0
+    stopped = logged(d, "stopped")
+    assert stopped and stopped[-1].get("all_dead") is True, stopped
+    assert len(answers) == 12
+    for a in answers:
+        if isinstance(a, CordonError):
+            # Refused at the door, or told it was not started or was closed.
+            assert (a.status, a.code) in ((503, "stopping"), (409, "conflict")), a
+    # Every grant made was released; no process is left in its groups, no
+    # workspace is left mounted.
+    assert active_grants(state_dir) == []
+    assert pids_in_cgroup_tree(CGROUP_ROOT) == set()
+    assert mounts_beneath(state_dir) == []
+    # What was started is on record as closed, its workspace kept.
+    states = dict(store_query(state_dir, "SELECT id, state FROM sessions"))
+    assert set(states.values()) <= {"closed"}, states
+    for a in answers:
+        if not isinstance(a, CordonError):
+            assert states.get(a.info["id"]) == "closed", (a.info, states)
