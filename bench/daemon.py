@@ -14,7 +14,8 @@
   3. runs per second against concurrent clients (1, 2, 4, 8), and how busy
      both cores were;
   4. a session exec round trip while 4 clients run /bin/true (what the
-     loop's other work costs an interactive session);
+     loop's other work costs an interactive session), and while a client
+     creates and closes sessions, warm and cold;
   5. runs per second from 4 clients with the daemon pinned to one core and
      to two (`taskset -c 0`, `taskset -c 0,1`: a daemon started under it, so
      whatever it spawns inherits the pinning; the clients are not pinned),
@@ -301,6 +302,39 @@ row("session exec under 4 clients' runs", loaded, out["under_load_ms"])
 loaded.sort()
 print(f"  p99 {loaded[min(len(loaded) - 1, int(len(loaded) * 0.99))]:.2f} ms, "
       f"{len(loaded) / duration:.0f} execs/s")
+
+# What session churn costs another session: its exec round trip while one
+# client creates and closes sessions back to back, warm (the defaults: a
+# shell of the pool, which refills) and cold (an environment of its own).
+# Each has a workspace bounded by the daemon's default disk bound, a loop
+# image made and removed on a worker (issue 16, item 2).
+print()
+print(f"== session exec `echo hi` while a client creates and closes sessions "
+      f"({duration:.0f} s each, standard)")
+print(f"{'':44} {'median ms':>9} {'p90':>9} {'min':>9}")
+out["under_churn_ms"] = {}
+for label, extra in (("warm", {}), ("cold", {"env": {"CHURN": "1"}})):
+    churned = []
+    made = [0]
+    churn_stop = time.monotonic() + duration
+
+    def churner():
+        c = Client(info["urls"][0], token_file=info["token_file"])
+        while time.monotonic() < churn_stop:
+            c.session(**extra).close()
+            made[0] += 1
+
+    churn = threading.Thread(target=churner)
+    churn.start()
+    while time.monotonic() < churn_stop:
+        t = time.perf_counter()
+        sessions["standard"].exec("echo hi")
+        churned.append((time.perf_counter() - t) * 1000)
+    churn.join()
+    row(f"session exec under {label} creates+closes", churned, out["under_churn_ms"])
+    churned.sort()
+    print(f"  p99 {churned[min(len(churned) - 1, int(len(churned) * 0.99))]:.2f} ms, "
+          f"{made[0] / duration:.0f} sessions/s")
 
 for session in sessions.values():
     session.close()
