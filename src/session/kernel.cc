@@ -231,23 +231,20 @@ RuntimeFactory MakeKernelFactory(KernelContext context) {
                                                {"message", ready.error().what()},
                                                {"fix", RuntimeRootFix(context.runtime_root)}});
   }
-  return [context](const std::string& session_id, contain::Spec spec, Runtime::Events events)
+  return [context](const std::string& session_id, contain::Spec spec, Runtime::Events events,
+                   ReleaseElsewhere release_elsewhere)
              -> std::expected<std::unique_ptr<Runtime>, contain::AdmitError> {
-    auto kernel = Kernel::Start(context, session_id, std::move(spec), std::move(events));
+    auto kernel = Kernel::Spawn(context, session_id, std::move(spec), std::move(events),
+                                std::move(release_elsewhere));
     if (!kernel) return std::unexpected(kernel.error());
     return std::unique_ptr<Runtime>(std::move(*kernel));
   };
 }
 
-std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
-    const KernelContext& context, const std::string& session_id, contain::Spec spec,
-    Events events) {
+std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Spawn(
+    const KernelContext& context, const std::string& session_id, contain::Spec spec, Events events,
+    ReleaseElsewhere release_elsewhere) {
   std::unique_ptr<Kernel> k(new Kernel(context, session_id, std::move(events)));
-  for (auto* alarm : {&k->alarm_, &k->heartbeat_, &k->interrupt_}) {
-    auto created = Alarm::Create(*context.reactor);
-    if (!created) return Internal(created.error().message());
-    *alarm = std::move(*created);
-  }
 
   // A private runtime directory, 0700; short, for the socket paths. The
   // root is traversable, not listable: a sandbox's root must reach its own
@@ -327,30 +324,6 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
   SetEnv(spec, "JUPYTER_DATA_DIR", kernel_dir + "/data");
 
   Kernel* self = k.get();
-  jupyter::ClientOptions client_options;
-  client_options.max_message_bytes = context.max_message_bytes;
-  client_options.on_reset = [self](Channel ch) { self->OnReset(ch); };
-  // Only while starting: stdin may connect after shell has answered (see
-  // ClientOptions::on_connected), and an input() right after the ready
-  // would then never reach its client.
-  client_options.on_connected = [self](Channel) { self->MaybeReady(); };
-  auto client = jupyter::KernelClient::Connect(
-      *context.reactor, *context.zmq, *connection,
-      [self](Channel ch, const jupyter::Message& m) { self->OnMessage(ch, m); },
-      [self](Channel ch, const std::string& why) {
-        // A message that failed verification is dropped, never believed.
-        if (self->context_.listener) {
-          self->context_.listener->OnKernelDropped(self->session_id_, ch, why);
-        }
-      },
-      [self] { self->ping_outstanding_ = false; }, std::move(client_options));
-  if (!client) {
-    (void)context.store->RecordRelease(grant->id, "setup_failed", nlohmann::json::object(), true);
-    if (grant->cgroups) (void)grant->cgroups->Remove();
-    return Internal(client.error().message());
-  }
-  k->client_ = std::move(*client);
-
   run::ExecutionOptions options;
   options.verify_timeout = context.verify_timeout;
   options.keep_output = false;
@@ -360,13 +333,41 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
       self->output_tail_.erase(0, self->output_tail_.size() - kTailBytes);
     }
   };
-  auto execution = run::Execution::Start(*context.reactor, *context.store, *context.signaller,
+  options.release_elsewhere = std::move(release_elsewhere);
+  auto execution = run::Execution::Spawn(*context.reactor, *context.store, *context.signaller,
                                          std::move(*grant), spec, std::move(options),
                                          [self](run::RunResult r) { self->OnDone(std::move(r)); });
   if (!execution) return Internal(execution.error().message());
   k->execution_ = std::move(*execution);
+  k->connection_ = std::move(*connection);
+  return k;
+}
 
-  k->alarm_->Set(context.ready_timeout, [self] {
+sys::Result<void> Kernel::Attach() {
+  for (auto* alarm : {&alarm_, &heartbeat_, &interrupt_}) {
+    CORDON_ASSIGN_OR_RETURN(*alarm, Alarm::Create(*context_.reactor));
+  }
+  Kernel* self = this;
+  jupyter::ClientOptions client_options;
+  client_options.max_message_bytes = context_.max_message_bytes;
+  client_options.on_reset = [self](Channel ch) { self->OnReset(ch); };
+  // Only while starting: stdin may connect after shell has answered (see
+  // ClientOptions::on_connected), and an input() right after the ready
+  // would then never reach its client.
+  client_options.on_connected = [self](Channel) { self->MaybeReady(); };
+  CORDON_ASSIGN_OR_RETURN(
+      client_, jupyter::KernelClient::Connect(
+                   *context_.reactor, *context_.zmq, *connection_,
+                   [self](Channel ch, const jupyter::Message& m) { self->OnMessage(ch, m); },
+                   [self](Channel ch, const std::string& why) {
+                     // A message that failed verification is dropped, never believed.
+                     if (self->context_.listener) {
+                       self->context_.listener->OnKernelDropped(self->session_id_, ch, why);
+                     }
+                   },
+                   [self] { self->ping_outstanding_ = false; }, std::move(client_options)));
+  CORDON_RETURN_IF_ERROR(execution_->Attach());
+  alarm_->Set(context_.ready_timeout, [self] {
     if (self->phase_ != Phase::kStarting) return;
     const std::string within = std::to_string(self->context_.ready_timeout.count()) + " ms";
     self->Escalate(self->info_ && self->iopub_seen_
@@ -375,8 +376,8 @@ std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Kernel::Start(
                              within
                        : "the kernel did not answer kernel_info_request within " + within);
   });
-  k->AskInfo();
-  return k;
+  AskInfo();
+  return {};
 }
 
 Kernel::~Kernel() {

@@ -105,9 +105,15 @@ RuntimeFactory MakeKernelFactory(KernelContext context);
 
 class Kernel final : public Runtime {
  public:
-  static std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Start(
+  // Admits `spec` (its command is replaced by the kernel's launcher), writes
+  // its connection file and launches it; touches no reactor, so it may run
+  // on any thread. Nothing is supervised until Attach.
+  static std::expected<std::unique_ptr<Kernel>, contain::AdmitError> Spawn(
       const KernelContext& context, const std::string& session_id, contain::Spec spec,
-      Events events);
+      Events events, ReleaseElsewhere release_elsewhere = nullptr);
+  // Connects the daemon's client and supervises the process; `ready`
+  // follows once the kernel has answered on every channel.
+  sys::Result<void> Attach() override;
   ~Kernel() override;
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -165,6 +171,7 @@ class Kernel final : public Runtime {
   Events events_;
   std::string runtime_dir_;
   std::unique_ptr<run::Execution> execution_;
+  std::optional<jupyter::Connection> connection_;  // written by Spawn
   std::unique_ptr<jupyter::KernelClient> client_;
   std::unique_ptr<Alarm> alarm_;      // readiness bound; an execution's deadline and grace
   std::unique_ptr<Alarm> heartbeat_;  // heartbeat pings; readiness retries

@@ -18,6 +18,7 @@
 #include "contain/grant.h"
 #include "contain/spec.h"
 #include "jupyter/execute.h"
+#include "run/execution.h"
 #include "run/result.h"
 
 namespace cordon::session {
@@ -83,6 +84,10 @@ class Runtime {
 
   virtual ~Runtime() = default;
 
+  // On the loop, once, after the factory made it (which may have been on
+  // another thread): supervises it. Its events come only after this.
+  virtual sys::Result<void> Attach() = 0;
+
   // Runs one execution; the runtime must be ready and idle. `done` runs
   // once; if the runtime ends first, Ended carries it.
   virtual void Exec(ExecRequest request, std::function<void(ExecResult)> done) = 0;
@@ -107,9 +112,15 @@ class Runtime {
   virtual void Rebind(const std::string& session_id) { (void)session_id; }
 };
 
-// Starts a runtime of one kind for a session: admits `spec` (its command is
-// the runtime's own) and launches it; `events.ready` follows.
+// Where the end of a runtime's teardown runs (run::ExecutionOptions).
+using ReleaseElsewhere = decltype(run::ExecutionOptions::release_elsewhere);
+
+// Makes a runtime of one kind for a session: admits `spec` (its command is
+// the runtime's own) and launches it. It touches no reactor, so it may run
+// on a worker thread; Runtime::Attach follows on the loop, then
+// `events.ready`.
 using RuntimeFactory = std::function<std::expected<std::unique_ptr<Runtime>, contain::AdmitError>(
-    const std::string& session_id, contain::Spec spec, Runtime::Events events)>;
+    const std::string& session_id, contain::Spec spec, Runtime::Events events,
+    ReleaseElsewhere release_elsewhere)>;
 
 }  // namespace cordon::session

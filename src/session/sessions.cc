@@ -63,15 +63,16 @@ void ReleaseIdleWorkspaces(const std::string& state_dir, const SessionMap& sessi
   }
 }
 
-// A shell launched on a worker, attached on the loop.
+// A runtime launched (on a worker, or here), attached on the loop. (One
+// whose Attach fails is left to the next daemon's reap, as a run's is.)
 std::expected<std::unique_ptr<Runtime>, contain::AdmitError> Attached(
-    std::expected<std::unique_ptr<Shell>, contain::AdmitError> shell) {
-  if (!shell) return std::unexpected(shell.error());
-  if (auto attached = (*shell)->Attach(); !attached) {
+    std::expected<std::unique_ptr<Runtime>, contain::AdmitError> runtime) {
+  if (!runtime) return runtime;
+  if (auto attached = (*runtime)->Attach(); !attached) {
     return std::unexpected(contain::AdmitError{
         contain::AdmitError::Kind::kInternal, "", attached.error().message(), {}});
   }
-  return std::unique_ptr<Runtime>(std::move(*shell));
+  return runtime;
 }
 
 nlohmann::json Survivors(const contain::Release& r) {
@@ -253,12 +254,18 @@ Runtime::Events Sessions::EventsOf(const std::string& id, int64_t generation) {
   return events;
 }
 
+Sessions::MadeRuntime Sessions::Launch(const std::string& kind, const std::string& id,
+                                       const contain::Spec& spec, Runtime::Events events) {
+  if (kind == "python") return options_.python(id, spec, std::move(events), ReleaseElsewhere());
+  auto shell = Shell::Spawn(reactor_, store_, signaller_, probe_, spec, options_.verify_timeout,
+                            std::move(events), ReleaseElsewhere());
+  if (!shell) return std::unexpected(shell.error());
+  return std::unique_ptr<Runtime>(std::move(*shell));
+}
+
 std::optional<Error> Sessions::StartRuntime(Session& s) {
   s.starting_since = Clock::now();
-  Runtime::Events events = EventsOf(s.id, s.generation);
-  if (s.kind == "python") return Started(s, options_.python(s.id, s.spec, std::move(events)));
-  return Started(s, Shell::Start(reactor_, store_, signaller_, probe_, s.spec,
-                                 options_.verify_timeout, std::move(events), ReleaseElsewhere()));
+  return Started(s, Attached(Launch(s.kind, s.id, s.spec, EventsOf(s.id, s.generation))));
 }
 
 std::optional<Error> Sessions::Started(Session& s, MadeRuntime runtime) {
@@ -350,9 +357,8 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     }
   }
   // Cold: its workspace is made (and bounded: a loop image takes tens of
-  // milliseconds) and a shell launched on a worker; the loop attaches it
-  // (a kernel is launched there: its client needs the loop). Creates of
-  // the same id meanwhile wait for it.
+  // milliseconds) and its runtime launched on a worker; the loop attaches
+  // it. Creates of the same id meanwhile wait for it.
   const std::string workspace = WorkspacePath(options_.state_dir, id);
   spec.workspace = workspace;
   spec.isolation.workspace_made = true;
@@ -362,13 +368,13 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   struct Prepared {
     Outcome<void> made;
     std::optional<std::string> unbounded;  // why bounding the workspace failed
-    std::optional<SpawnedShell> shell;     // a shell's launch, once its workspace is made
+    std::optional<MadeRuntime> runtime;    // launched once its workspace is made
   };
   preparing_[id];
   contain::Spec launched = spec;  // (the arguments' order is unspecified: no move of spec there)
   Offload(
       [this, id, workspace, reuse, spec = std::move(launched), events = EventsOf(id, generation),
-       python = request.kind == "python"]() mutable {
+       kind = request.kind]() mutable {
         Prepared p;
         auto made = PrepareWorkspace(options_.state_dir, id, !reuse,
                                      probe_.SandboxesRunAsOwnUids() ? 0711 : 0700);
@@ -400,10 +406,7 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
             }
           }
         }
-        if (!python) {
-          p.shell = Shell::Spawn(reactor_, store_, signaller_, probe_, spec,
-                                 options_.verify_timeout, std::move(events), ReleaseElsewhere());
-        }
+        p.runtime = Launch(kind, id, spec, std::move(events));
         return p;
       },
       [this, id, workspace, reuse, generation, kind = request.kind, ttl_s = request.ttl_s,
@@ -418,14 +421,6 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
           observer_.log("workspace_unbounded", {{"session_id", id}, {"error", *p.unbounded}});
         }
         if (!p.made) return answer(std::unexpected(p.made.error()));
-        if (stopping_ && !p.shell) {
-          // Its workspace is kept, as a stop keeps every session's, and
-          // left unmounted.
-          Offload([workspace] { return contain::ReleaseWorkspace(workspace); },
-                  [](const sys::Result<void>&) {});
-          return answer(Failure(Kind::kConflict,
-                                "the daemon is stopping; session " + id + " was not started"));
-        }
         Session* s = Find(id);
         auto fresh = std::make_unique<Session>();
         fresh->id = id;
@@ -443,13 +438,7 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         std::unique_ptr<Session> previous;
         if (s) previous = std::move(sessions_[id]);
         sessions_[id] = std::move(fresh);
-        std::optional<Error> failed;
-        if (p.shell) {
-          failed = Started(session, Attached(std::move(*p.shell)));
-        } else {
-          failed = StartRuntime(session);
-        }
-        if (failed) {
+        if (auto failed = Started(session, Attached(std::move(*p.runtime)))) {
           // Nothing started: the id keeps its previous state.
           if (previous) {
             sessions_[id] = std::move(previous);
@@ -931,7 +920,7 @@ void Sessions::StartWarm(const std::string& kind) {
   struct Made {
     sys::Result<void> made;
     std::optional<std::string> unbounded;  // why its disk bound failed
-    std::optional<SpawnedShell> shell;
+    std::optional<MadeRuntime> runtime;    // launched once its workspace is made
   };
   const std::string key = ".warm-" + sys::RandomHex(6);
   const std::string workspace = options_.state_dir + "/workspaces/" + key;
@@ -946,8 +935,8 @@ void Sessions::StartWarm(const std::string& kind) {
   ++pool_preparing_[kind];
   contain::Spec launched = spec;  // (the arguments' order is unspecified: no move of spec there)
   Offload(
-      [this, workspace, spec = std::move(launched), events = PoolEventsOf(binding),
-       shell = kind == "shell"]() mutable {
+      [this, kind, key, workspace, spec = std::move(launched),
+       events = PoolEventsOf(binding)]() mutable {
         Made m;
         const std::string parent = std::filesystem::path(workspace).parent_path().string();
         if (::mkdir(parent.c_str(), probe_.SandboxesRunAsOwnUids() ? 0711 : 0700) != 0 &&
@@ -967,10 +956,7 @@ void Sessions::StartWarm(const std::string& kind) {
                                                contain::WorkspaceKind::kPersistent, disk);
           if (!bound) m.unbounded = bound.error().message();
         }
-        if (shell) {
-          m.shell = Shell::Spawn(reactor_, store_, signaller_, probe_, spec,
-                                 options_.verify_timeout, std::move(events), ReleaseElsewhere());
-        }
+        m.runtime = Launch(kind, key, spec, std::move(events));
         return m;
       },
       [this, kind, key, workspace, binding, spec = std::move(spec)](Made m) mutable {
@@ -978,15 +964,11 @@ void Sessions::StartWarm(const std::string& kind) {
         if (m.unbounded && observer_.log) {
           observer_.log("workspace_unbounded", {{"pool_id", key}, {"error", *m.unbounded}});
         }
-        MadeRuntime runtime = std::unexpected(contain::AdmitError{
-            contain::AdmitError::Kind::kInternal, "", m.made ? "" : m.made.error().message(), {}});
-        if (m.shell) {
-          runtime = Attached(std::move(*m.shell));
-        } else if (m.made && !stopping_) {
-          runtime = options_.python(key, spec, PoolEventsOf(binding));
-        } else if (m.made) {
-          return RemoveElsewhere(workspace);
-        }
+        MadeRuntime runtime =
+            m.runtime
+                ? Attached(std::move(*m.runtime))
+                : std::unexpected(contain::AdmitError{
+                      contain::AdmitError::Kind::kInternal, "", m.made.error().message(), {}});
         if (!runtime) {
           if (observer_.log) {
             observer_.log("pool_start_failed",
@@ -1049,7 +1031,7 @@ Runtime::Events Sessions::PoolEventsOf(const std::shared_ptr<Binding>& binding) 
   return events;
 }
 
-Shell::ReleaseElsewhere Sessions::ReleaseElsewhere() {
+ReleaseElsewhere Sessions::ReleaseElsewhere() {
   return [this](std::move_only_function<void()> release, std::move_only_function<void()> then) {
     Offload(
         [release = std::move(release)]() mutable {

@@ -223,10 +223,13 @@ class Sessions final {
   void Record(Session& s);
   void Log(const std::string& event, const Session& s, nlohmann::json fields = {});
   using MadeRuntime = std::expected<std::unique_ptr<Runtime>, contain::AdmitError>;
-  using SpawnedShell = std::expected<std::unique_ptr<Shell>, contain::AdmitError>;
   // What a runtime of session `id`'s generation `generation` tells it.
   Runtime::Events EventsOf(const std::string& id, int64_t generation);
-  // Starts s's runtime here (a restart; a kernel), then Started.
+  // Launches a runtime of `kind` (a shell, or options_.python's kernel);
+  // touches no reactor, so it may run on a worker. Attached follows.
+  MadeRuntime Launch(const std::string& kind, const std::string& id, const contain::Spec& spec,
+                     Runtime::Events events);
+  // Launches s's runtime here, on the loop (a restart), then Started.
   std::optional<Error> StartRuntime(Session& s);
   // Makes `runtime` s's, starting (recorded), or says why there is none.
   std::optional<Error> Started(Session& s, MadeRuntime runtime);
@@ -255,9 +258,9 @@ class Sessions final {
   void MaybeFinishShutdown();
   // Removes a workspace (and its disk bound) on a worker.
   void RemoveElsewhere(std::string workspace);
-  // A shell's: the end of its teardown (its cgroups' accounting read and
+  // A runtime's: the end of its teardown (its cgroups' accounting read and
   // removed, the release recorded) on a worker.
-  Shell::ReleaseElsewhere ReleaseElsewhere();
+  session::ReleaseElsewhere ReleaseElsewhere();
 
   // `work` on a worker thread (it may block), then `then(its result)` on
   // the loop, unless these Sessions are gone by then. A shutdown waits for

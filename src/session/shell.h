@@ -35,7 +35,6 @@ namespace cordon::session {
 
 class Shell final : public Runtime {
  public:
-  using ReleaseElsewhere = decltype(run::ExecutionOptions::release_elsewhere);
   // Spawn, then Attach.
   static std::expected<std::unique_ptr<Shell>, contain::AdmitError> Start(
       sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
@@ -49,9 +48,9 @@ class Shell final : public Runtime {
       sys::Reactor& reactor, store::Store& store, contain::Signaller& signaller,
       const contain::Probe& probe, contain::Spec spec, std::chrono::milliseconds verify_timeout,
       Events events, ReleaseElsewhere release_elsewhere = nullptr);
-  // On the reactor's thread: supervises the shell and sends the bootstrap;
-  // `ready` follows once the shell has answered.
-  sys::Result<void> Attach();
+  // Supervises the shell and sends the bootstrap; `ready` follows once the
+  // shell has answered.
+  sys::Result<void> Attach() override;
   ~Shell() override;
   Shell(const Shell&) = delete;
   Shell& operator=(const Shell&) = delete;
