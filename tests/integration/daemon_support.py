@@ -552,6 +552,37 @@ def store_query(state_dir, sql, params=()):
         db.close()
 
 
+def logged(daemon, event):
+    """The events named `event` in a Daemon's log, in order."""
+    with open(daemon.log_path, "rb") as f:
+        lines = [json.loads(line) for line in f
+                 if line.startswith(b"{") and f'"{event}"'.encode() in line]
+    return [e for e in lines if e.get("event") == event]
+
+
+def stop_amid(daemon, threads, ready):
+    """Starts `threads` (clients of `daemon`), sends the daemon SIGTERM once
+    `ready()` holds, and joins them; then checks that it exited 0 saying
+    that every teardown was verified (its `stopped` event's all_dead)."""
+    try:
+        for t in threads:
+            t.start()
+        assert wait_for(ready, within=60), "the stop's moment never came"
+        daemon.proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        status = daemon.stop()
+    assert status == 0
+    stopped = logged(daemon, "stopped")
+    assert stopped and stopped[-1].get("all_dead") is True, stopped
+
+
+def active_grants(state_dir):
+    """(id, owner) of the grants still active in a daemon's store."""
+    return store_query(state_dir, "SELECT id, owner FROM grants WHERE state = 'active'")
+
+
 def mounts_beneath(path):
     """Mount points at or beneath `path` (this mount namespace), deepest first."""
     path = os.path.realpath(str(path))

@@ -645,14 +645,16 @@ TEST_F(DaemonTest, ACommandThatExitsTheShellGetsAFreshOne) {
   EXPECT_EQ(after["shell_restarted"], false);
 }
 
-TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
+// Eight creates of one session at once: one starts it (201), the others
+// get it (200), all the same grant.
+void ExpectOneRuntimeForConcurrentCreates(DaemonProcess& daemon, const json& body) {
   std::vector<std::thread> threads;
   std::vector<int> statuses(8);
   std::vector<std::string> grants(8);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
-      HttpClient c = daemon_.Client();
-      HttpResponse r = c.Post("/v1/sessions", {{"id", "once"}});
+      HttpClient c = daemon.Client();
+      HttpResponse r = c.Post("/v1/sessions", body);
       statuses[i] = r.status;
       grants[i] = r.Json().value("grant_id", "");
     });
@@ -661,6 +663,10 @@ TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
   EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 201), 1);
   EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 200), 7);
   for (const auto& g : grants) EXPECT_EQ(g, grants[0]);
+}
+
+TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
+  ExpectOneRuntimeForConcurrentCreates(daemon_, {{"id", "once"}});
   // Once the warm pool has refilled (nothing else starts then): the
   // session's shell and the pool's, and every runtime started is a grant.
   ASSERT_TRUE(Eventually([&] {
@@ -685,22 +691,8 @@ TEST_F(DaemonTest, ConcurrentCreatesOfOneIdStartOneRuntime) {
 // A cold create's workspace is made on a worker; the creates of the same id
 // that come meanwhile wait for it and get the same runtime.
 TEST_F(DaemonTest, ConcurrentColdCreatesOfOneIdStartOneRuntime) {
-  std::vector<std::thread> threads;
-  std::vector<int> statuses(8);
-  std::vector<std::string> grants(8);
-  for (int i = 0; i < 8; ++i) {
-    threads.emplace_back([&, i] {
-      HttpClient c = daemon_.Client();
-      // An environment of its own: no warm shell matches it.
-      HttpResponse r = c.Post("/v1/sessions", {{"id", "cold-once"}, {"env", {{"MINE", "1"}}}});
-      statuses[i] = r.status;
-      grants[i] = r.Json().value("grant_id", "");
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 201), 1);
-  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 200), 7);
-  for (const auto& g : grants) EXPECT_EQ(g, grants[0]);
+  // An environment of its own: no warm shell matches it.
+  ExpectOneRuntimeForConcurrentCreates(daemon_, {{"id", "cold-once"}, {"env", {{"MINE", "1"}}}});
   EXPECT_EQ(ExecOk("cold-once", "echo $MINE")["stdout"], "1\n");
   auto store = store::Store::Open(daemon_.state_dir());
   ASSERT_TRUE(store);

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients"
 
 from cordon_client import Client  # noqa: E402
 
-from daemon_support import CGROUP_ROOT, Daemon, remove_cgroup_root, wait_for  # noqa: E402
+from daemon_support import CGROUP_ROOT, Daemon, logged, remove_cgroup_root, wait_for  # noqa: E402
 
 SLOW_CONNECTIONS = 500
 
@@ -257,12 +257,6 @@ def content_length(head):
         if name.strip().lower() == b"content-length":
             return int(value)
     raise AssertionError(f"no Content-Length in {head!r}")
-
-
-def logged(daemon, event):
-    with open(daemon.log_path, "rb") as f:
-        return [json.loads(line) for line in f
-                if line.startswith(b"{") and f'"{event}"'.encode() in line]
 
 
 # 8 MiB of "y\n" is 12 MiB of JSON: more than the socket buffers of both ends

@@ -4,7 +4,6 @@ the loop. What a client sees of that, against a real daemon and its store:
 a refusal found on the worker is still the run's answer, with its status,
 streamed or not; and a daemon stopped while runs are being made answers
 each, and leaves no process, grant or cgroup of them."""
-import json
 import os
 import signal
 import sys
@@ -16,20 +15,11 @@ from cordon_client.errors import CordonError  # noqa: E402
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
+    active_grants,
     pids_in_cgroup_tree,
+    stop_amid,
     store_query,
-    wait_for,
 )
-
-
-def logged(daemon, event):
-    with open(daemon.log_path) as f:
-        lines = [json.loads(line) for line in f if line.startswith("{")]
-    return [e for e in lines if e.get("event") == event]
-
-
-def active_grants(state_dir):
-    return store_query(state_dir, "SELECT id, owner FROM grants WHERE state = 'active'")
 
 
 def test_a_workspace_that_cannot_be_made_is_the_runs_answer_streamed_or_not(state_dir):
@@ -76,22 +66,11 @@ def test_a_stop_while_runs_are_made_answers_each_and_leaves_nothing(state_dir):
             answers.append(e)
 
     threads = [threading.Thread(target=one) for _ in range(16)]
-    try:
-        for t in threads:
-            t.start()
-        # All 16 are in (refused no more at the door): the stop lands while
-        # the first are supervised and the rest are being made, or queued
-        # for a worker.
-        c = d.client()
-        wait_for(lambda: c.health()["runs_active"] == 16, within=30)
-        d.proc.send_signal(signal.SIGTERM)
-        for t in threads:
-            t.join(timeout=120)
-    finally:
-        status = d.stop()
-    assert status == 0
-    stopped = logged(d, "stopped")
-    assert stopped and stopped[-1].get("all_dead") is True, stopped
+    c = d.client()
+    # All 16 are in (refused no more at the door): the stop lands while the
+    # first are supervised and the rest are being made, or queued for a
+    # worker.
+    stop_amid(d, threads, lambda: c.health()["runs_active"] == 16)
     assert len(answers) == 16
     for a in answers:
         if isinstance(a, CordonError):

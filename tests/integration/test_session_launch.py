@@ -6,7 +6,6 @@ while its workspace is being made share one runtime, a delete of an id
 being made again is refused until it is, and a daemon stopped while
 sessions are being made answers each create and leaves no process, grant,
 cgroup or mount of them."""
-import json
 import os
 import signal
 import sys
@@ -18,22 +17,13 @@ from cordon_client.errors import CordonError  # noqa: E402
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
+    active_grants,
     mounts_beneath,
     pids_in_cgroup_tree,
+    stop_amid,
     store_query,
     unmount_beneath,
-    wait_for,
 )
-
-
-def logged(daemon, event):
-    with open(daemon.log_path) as f:
-        lines = [json.loads(line) for line in f if line.startswith("{")]
-    return [e for e in lines if e.get("event") == event]
-
-
-def active_grants(state_dir):
-    return store_query(state_dir, "SELECT id, owner FROM grants WHERE state = 'active'")
 
 
 def test_a_delete_while_the_next_generation_is_made_never_pulls_its_workspace(state_dir):
@@ -96,20 +86,9 @@ def test_a_stop_while_sessions_are_made_answers_each_and_leaves_nothing(state_di
         first.set()
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
-    try:
-        for t in threads:
-            t.start()
-        # The stop lands once the first is answered: the rest are being
-        # made, attached, or queued for a worker.
-        assert first.wait(timeout=60)
-        d.proc.send_signal(signal.SIGTERM)
-        for t in threads:
-            t.join(timeout=120)
-    finally:
-        status = d.stop()
-    assert status == 0
-    stopped = logged(d, "stopped")
-    assert stopped and stopped[-1].get("all_dead") is True, stopped
+    # The stop lands once the first is answered: the rest are being made,
+    # attached, or queued for a worker.
+    stop_amid(d, threads, first.is_set)
     assert len(answers) == 12
     for a in answers:
         if isinstance(a, CordonError):
