@@ -369,11 +369,12 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     Outcome<void> made;
     std::optional<std::string> unbounded;  // why bounding the workspace failed
     std::optional<MadeRuntime> runtime;    // launched once its workspace is made
+    Clock::time_point launched;            // when its launch began (ready_us counts from it)
   };
   preparing_[id];
-  contain::Spec launched = spec;  // (the arguments' order is unspecified: no move of spec there)
+  contain::Spec to_launch = spec;  // (the arguments' order is unspecified: no move of spec there)
   Offload(
-      [this, id, workspace, reuse, spec = std::move(launched), events = EventsOf(id, generation),
+      [this, id, workspace, reuse, spec = std::move(to_launch), events = EventsOf(id, generation),
        kind = request.kind]() mutable {
         Prepared p;
         auto made = PrepareWorkspace(options_.state_dir, id, !reuse,
@@ -406,6 +407,7 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
             }
           }
         }
+        p.launched = Clock::now();
         p.runtime = Launch(kind, id, spec, std::move(events));
         return p;
       },
@@ -433,7 +435,8 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         fresh->summary.erase("stdin_bytes");
         fresh->summary["workspace_reused"] = reuse;
         fresh->created_at_ms = store::NowMs();
-        fresh->born = fresh->last_used = fresh->starting_since = Clock::now();
+        fresh->born = fresh->last_used = Clock::now();
+        fresh->starting_since = p.launched;
         Session& session = *fresh;
         std::unique_ptr<Session> previous;
         if (s) previous = std::move(sessions_[id]);
@@ -913,9 +916,8 @@ void Sessions::FillPool() {
 // Each pool runtime gets a workspace of its own (named so that no session
 // id can collide with it), renamed to the session's when it is handed out:
 // a sandbox sees it at /workspace either way. The workspace is made (and
-// bounded: a loop image takes tens of milliseconds) and a shell launched on
-// a worker; the loop attaches it, or launches a kernel (its client needs
-// the loop).
+// bounded: a loop image takes tens of milliseconds) and the runtime
+// launched on a worker; the loop attaches it.
 void Sessions::StartWarm(const std::string& kind) {
   struct Made {
     sys::Result<void> made;
@@ -933,9 +935,9 @@ void Sessions::StartWarm(const std::string& kind) {
   AddAllowlist(spec, probe_, workspace, kind);
   auto binding = std::make_shared<Binding>(Binding{key, 0, true});
   ++pool_preparing_[kind];
-  contain::Spec launched = spec;  // (the arguments' order is unspecified: no move of spec there)
+  contain::Spec to_launch = spec;  // (the arguments' order is unspecified: no move of spec there)
   Offload(
-      [this, kind, key, workspace, spec = std::move(launched),
+      [this, kind, key, workspace, spec = std::move(to_launch),
        events = PoolEventsOf(binding)]() mutable {
         Made m;
         const std::string parent = std::filesystem::path(workspace).parent_path().string();

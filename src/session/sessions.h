@@ -16,9 +16,9 @@
 // generation never touches a newer one.
 //
 // Everything runs on one Reactor (the daemon's loop); nothing here blocks
-// on a process. What blocks on the filesystem (a workspace's loop image
-// made, mounted, unmounted and deleted) is done on worker threads
-// (Offload), its continuation back on the loop.
+// on a process. What blocks (a workspace's loop image made, mounted,
+// unmounted and deleted; a runtime's launch; the end of its teardown) is
+// done on worker threads (Offload), its continuation back on the loop.
 #pragma once
 
 #include <chrono>
@@ -246,8 +246,8 @@ class Sessions final {
   std::optional<Error> Unusable(Session& s);
   void Tick();
   void FillPool();
-  // Starts one pool runtime of `kind` (its workspace, and a shell, made on
-  // a worker).
+  // Starts one pool runtime of `kind` (its workspace made and the runtime
+  // launched on a worker).
   void StartWarm(const std::string& kind);
   size_t PoolTarget(const std::string& kind) const;
   bool MatchesPool(const std::string& kind, const contain::Spec& spec) const;
