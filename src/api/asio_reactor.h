@@ -14,7 +14,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 
@@ -33,6 +35,12 @@ class AsioReactor final : public sys::Reactor {
   void Unwatch(int fd) override;
 
   boost::asio::io_context& io() { return io_; }
+  // Runs a job on this loop; callable from any thread (sys::Offload's post).
+  std::function<void(std::move_only_function<void()>)> Poster() {
+    return [io = &io_](std::move_only_function<void()> job) {
+      boost::asio::post(*io, std::move(job));
+    };
+  }
 
  private:
   struct Entry {

@@ -510,9 +510,7 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   d.options.sessions.prespawn = d.options.gateway.prespawn;
   d.options.sessions.verify_timeout = d.options.verify_timeout;
   d.options.sessions.bounds = d.options.bounds;
-  d.options.sessions.post = [io = &io](std::move_only_function<void()> job) {
-    boost::asio::post(*io, std::move(job));
-  };
+  d.options.sessions.post = d.reactor->Poster();
   session::Observer observer;
   Impl* self = &d;
   observer.ready = [self](std::chrono::microseconds took) {

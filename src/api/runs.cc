@@ -107,16 +107,7 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec, std::unique_p
   };
   // Its end (the cgroups' accounting read, the groups removed, the release
   // recorded) on a worker, and its answer back on the loop.
-  exec_options.release_elsewhere = [this](std::move_only_function<void()> release,
-                                          std::move_only_function<void()> then) {
-    workers_.Post([io = &reactor_.io(), release = std::move(release), then = std::move(then),
-                   alive = std::weak_ptr<char>(alive_)]() mutable {
-      release();
-      boost::asio::post(*io, [alive, then = std::move(then)]() mutable {
-        if (alive.lock()) then();
-      });
-    });
-  };
+  exec_options.release_elsewhere = run::ReleaseOn(offload_);
   const uint64_t id = next_++;
   auto on_done = [this, id, request_id](run::RunResult r) { OnDone(id, request_id, std::move(r)); };
   auto started = Clock::now();
@@ -141,15 +132,14 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec, std::unique_p
   }
   // A cold run: made on a worker, supervised on the loop once it is.
   runs_.emplace(id, std::move(active));
-  workers_.Post([this, id, request_id, started, spec = std::move(spec),
-                 exec_options = std::move(exec_options), on_done = std::move(on_done),
-                 alive = std::weak_ptr<char>(alive_)]() mutable {
-    auto spawned = SpawnCold(std::move(spec), std::move(exec_options), std::move(on_done));
-    boost::asio::post(reactor_.io(), [this, id, request_id, started, alive,
-                                      spawned = std::move(spawned)]() mutable {
-      if (alive.lock()) OnSpawned(id, request_id, started, std::move(spawned));
-    });
-  });
+  offload_(
+      [this, spec = std::move(spec), exec_options = std::move(exec_options),
+       on_done = std::move(on_done)]() mutable {
+        return SpawnCold(std::move(spec), std::move(exec_options), std::move(on_done));
+      },
+      [this, id, request_id, started](std::expected<Spawned, ApiError> spawned) {
+        OnSpawned(id, request_id, started, std::move(spawned));
+      });
   return id;
 }
 
@@ -307,12 +297,10 @@ void Runs::FillPool() {
 void Runs::StartParked() {
   const uint64_t key = next_parked_++;
   ++pool_spawning_;
-  workers_.Post([this, key, alive = std::weak_ptr<char>(alive_)] {
-    auto parked = SpawnParked(key);
-    boost::asio::post(reactor_.io(), [this, key, alive, parked = std::move(parked)]() mutable {
-      if (alive.lock()) OnParkedSpawned(key, std::move(parked));
-    });
-  });
+  offload_([this, key] { return SpawnParked(key); },
+           [this, key](std::expected<Parked, std::string> parked) {
+             OnParkedSpawned(key, std::move(parked));
+           });
 }
 
 std::expected<Runs::Parked, std::string> Runs::SpawnParked(uint64_t key) {
@@ -403,10 +391,7 @@ void Runs::OnParkedEnded(uint64_t key, const run::RunResult& r) {
     MaybeDrained();
   };
   if (it->second.scratch.empty()) return boost::asio::post(reactor_.io(), erase);
-  workers_.Post([io = &reactor_.io(), erase, scratch = it->second.scratch] {
-    RemoveScratch(scratch);
-    boost::asio::post(*io, erase);
-  });
+  offload_([scratch = it->second.scratch] { RemoveScratch(scratch); }, erase);
 }
 
 void Runs::PoolFailed() {
@@ -440,13 +425,8 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   if (run.scratch.empty()) return Answer(id, std::move(r));
   // Gone (with its bound) before the result is sent: a client that has the
   // result finds no mount of the run's left. On a worker, not the loop.
-  workers_.Post([this, id, scratch = run.scratch, r = std::move(r),
-                 alive = std::weak_ptr<char>(alive_)]() mutable {
-    RemoveScratch(scratch);
-    boost::asio::post(reactor_.io(), [this, id, alive, r = std::move(r)]() mutable {
-      if (alive.lock()) Answer(id, std::move(r));
-    });
-  });
+  offload_([scratch = run.scratch] { RemoveScratch(scratch); },
+           [this, id, r = std::move(r)]() mutable { Answer(id, std::move(r)); });
 }
 
 void Runs::Answer(uint64_t id, run::RunResult r) {

@@ -165,11 +165,12 @@ class Runs final {
   boost::asio::steady_timer pool_timer_;  // the fill after a backoff
   // Expires with this object: what it posts to the loop checks it first.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
-  // Make and launch the sandboxes, and remove the runs' workspaces (an
-  // unmount waits for an RCU grace period, a deletion for the disk): work
-  // the loop would otherwise spend, or spend waiting. Last: destroyed
-  // first, finishing what it was given (what it posts back is dropped).
-  sys::Workers workers_{4};
+  // Make and launch the sandboxes, end their teardown, and remove the runs'
+  // workspaces (an unmount waits for an RCU grace period, a deletion for
+  // the disk): work the loop would otherwise spend, or spend waiting. Last:
+  // destroyed first, finishing what it was given (what it posts back is
+  // dropped).
+  sys::Offload offload_{4, reactor_.Poster()};
 };
 
 }  // namespace cordon::api

@@ -120,6 +120,12 @@ sys::Result<std::unique_ptr<Execution>> Execution::SpawnParked(
   return e;
 }
 
+decltype(ExecutionOptions::release_elsewhere) ReleaseOn(sys::Offload& offload) {
+  return [&offload](std::move_only_function<void()> release, std::move_only_function<void()> then) {
+    offload(std::move(release), std::move(then));
+  };
+}
+
 Execution::~Execution() {
   for (Pipe* p : {&out_, &err_}) {
     if (p->fd) reactor_.Unwatch(p->fd.get());

@@ -20,6 +20,7 @@
 #include "store/store.h"
 #include "sys/reactor.h"
 #include "sys/timerfd.h"
+#include "sys/workers.h"
 
 namespace cordon::run {
 
@@ -54,6 +55,10 @@ struct ExecutionOptions {
   std::function<void(std::move_only_function<void()> release, std::move_only_function<void()> then)>
       release_elsewhere;
 };
+
+// A release_elsewhere that gives the release to `offload`'s workers (which
+// must outlive every Execution given it).
+decltype(ExecutionOptions::release_elsewhere) ReleaseOn(sys::Offload& offload);
 
 class Execution final {
  public:

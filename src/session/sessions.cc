@@ -1033,17 +1033,6 @@ Runtime::Events Sessions::PoolEventsOf(const std::shared_ptr<Binding>& binding) 
   return events;
 }
 
-ReleaseElsewhere Sessions::ReleaseElsewhere() {
-  return [this](std::move_only_function<void()> release, std::move_only_function<void()> then) {
-    Offload(
-        [release = std::move(release)]() mutable {
-          release();
-          return true;
-        },
-        [then = std::move(then)](bool) mutable { then(); });
-  };
-}
-
 void Sessions::RemoveElsewhere(std::string workspace) {
   Offload([workspace] { return contain::RemoveBoundWorkspace(workspace); },
           [this, workspace](sys::Result<void> removed) {
@@ -1128,7 +1117,7 @@ void Sessions::Shutdown(std::function<void(bool)> done) {
 
 void Sessions::MaybeFinishShutdown() {
   if (!stopping_ || !shutdown_) return;
-  if (!pool_.empty() || offloaded_ > 0) return;
+  if (!pool_.empty() || offload_.pending() > 0) return;
   for (const auto& [id, s] : sessions_) {
     if (s->closing || (s->runtime && s->state == "starting")) return;
   }

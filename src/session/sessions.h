@@ -260,24 +260,15 @@ class Sessions final {
   void RemoveElsewhere(std::string workspace);
   // A runtime's: the end of its teardown (its cgroups' accounting read and
   // removed, the release recorded) on a worker.
-  session::ReleaseElsewhere ReleaseElsewhere();
+  session::ReleaseElsewhere ReleaseElsewhere() { return run::ReleaseOn(offload_); }
 
-  // `work` on a worker thread (it may block), then `then(its result)` on
-  // the loop, unless these Sessions are gone by then. A shutdown waits for
-  // every one (offloaded_).
+  // `work` on a worker (it may block), then `then(its result)` on the
+  // loop; a shutdown waits for every one.
   template <typename Work, typename Then>
   void Offload(Work work, Then then) {
-    if (!options_.post) return then(work());
-    ++offloaded_;
-    workers_.Post([this, work = std::move(work), then = std::move(then),
-                   alive = std::weak_ptr<char>(alive_)]() mutable {
-      auto result = work();
-      options_.post([this, alive, then = std::move(then), result = std::move(result)]() mutable {
-        if (!alive.lock()) return;
-        --offloaded_;
-        then(std::move(result));
-        MaybeFinishShutdown();
-      });
+    offload_(std::move(work), [this, then = std::move(then)](auto&&... result) mutable {
+      then(std::forward<decltype(result)>(result)...);
+      MaybeFinishShutdown();
     });
   }
 
@@ -305,10 +296,8 @@ class Sessions final {
   std::function<void(bool)> shutdown_;  // set while stopping, until called
   bool stopping_ = false;
   bool shutdown_all_dead_ = true;
-  size_t offloaded_ = 0;  // Offload's jobs whose continuation has not run
-  std::shared_ptr<char> alive_ = std::make_shared<char>();
   // Last: destroyed first, its jobs finished while the rest is still here.
-  sys::Workers workers_{2};
+  sys::Offload offload_{2, options_.post};
 };
 
 }  // namespace cordon::session

@@ -5,6 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "sys/epoll_reactor.h"
@@ -183,6 +188,71 @@ TEST(WorkersTest, ItsThreadsBlockEverySignal) {
   sigset_t mask;
   ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
   EXPECT_NE(::sigismember(&mask, SIGTERM), 1);
+}
+
+// A loop for Offload: what is posted to it waits until the test runs it.
+struct TestLoop {
+  std::mutex mutex;
+  std::condition_variable posted;
+  std::deque<std::move_only_function<void()>> jobs;
+
+  Offload::Post Poster() {
+    return [this](std::move_only_function<void()> job) {
+      std::lock_guard lock(mutex);
+      jobs.push_back(std::move(job));
+      posted.notify_one();
+    };
+  }
+  // Runs `n` posted jobs here, waiting for each.
+  void Run(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      std::unique_lock lock(mutex);
+      ASSERT_TRUE(posted.wait_for(lock, std::chrono::seconds(30), [&] { return !jobs.empty(); }));
+      auto job = std::move(jobs.front());
+      jobs.pop_front();
+      lock.unlock();
+      job();
+    }
+  }
+};
+
+TEST(OffloadTest, WorkRunsOnAWorkerAndItsContinuationOnTheLoop) {
+  TestLoop loop;
+  Offload offload(2, loop.Poster());
+  const auto here = std::this_thread::get_id();
+  std::thread::id worked, continued;
+  int got = 0;
+  bool plain = false;
+  offload(
+      [&] {
+        worked = std::this_thread::get_id();
+        return 42;
+      },
+      [&](int value) {
+        continued = std::this_thread::get_id();
+        got = value;
+      });
+  offload([] {}, [&] { plain = true; });  // work that returns nothing
+  EXPECT_EQ(offload.pending(), 2u);
+  loop.Run(2);
+  EXPECT_NE(worked, here);
+  EXPECT_EQ(continued, here);
+  EXPECT_EQ(got, 42);
+  EXPECT_TRUE(plain);
+  EXPECT_EQ(offload.pending(), 0u);
+}
+
+TEST(OffloadTest, AContinuationAfterTheOffloadIsGoneIsDropped) {
+  TestLoop loop;
+  std::atomic<bool> worked = false;
+  bool continued = false;
+  {
+    Offload offload(1, loop.Poster());
+    offload([&] { worked = true; }, [&] { continued = true; });
+  }  // the work is finished before the Offload goes
+  EXPECT_TRUE(worked);
+  loop.Run(1);
+  EXPECT_FALSE(continued);
 }
 
 }  // namespace
