@@ -628,12 +628,16 @@ void Sessions::Quarantine(Session& s, const contain::Release& release) {
 }
 
 void Sessions::Close(Session& s) {
+  // One removal at a time: the one under way answers every waiter.
+  if (s.removing) return;
   s.grant_id.clear();
   if (s.keep_workspace) return Closed(s, {});
   // The workspace goes on a worker (unmounting and deleting its image
   // blocks); the session stays `closing` until it is gone, so that
-  // whoever is told it is closed finds no workspace.
+  // whoever is told it is closed finds no workspace, and nothing retries
+  // or recreates it meanwhile.
   s.closing = true;
+  s.removing = true;
   Offload([state_dir = options_.state_dir, id = s.id] { return RemoveWorkspace(state_dir, id); },
           [this, id = s.id, generation = s.generation](sys::Result<void> removed) {
             if (Session* s = Current(id, generation)) Closed(*s, std::move(removed));
@@ -642,6 +646,7 @@ void Sessions::Close(Session& s) {
 
 void Sessions::Closed(Session& s, sys::Result<void> removed) {
   s.closing = false;
+  s.removing = false;
   s.state = "closed";
   if (!removed) {
     s.problem = {{"message", "the workspace could not be removed: " + removed.error().message()}};
@@ -657,7 +662,7 @@ void Sessions::Closed(Session& s, sys::Result<void> removed) {
 
 // One more attempt at the teardown of a quarantined session's tree.
 void Sessions::Retry(Session& s) {
-  if (s.state != "quarantined" || s.retrying) return;
+  if (s.state != "quarantined" || s.retrying || s.closing) return;
   const std::string id = s.id;
   const int64_t generation = s.generation;
   auto resolved = [this, id, generation](const contain::Release& release) {

@@ -179,6 +179,7 @@ class Sessions final {
     std::vector<std::function<void(Outcome<nlohmann::json>)>> restart_waiters;
     bool restarting = false;
     bool closing = false;
+    bool removing = false;  // its workspace is being removed (Close)
     bool keep_workspace = false;
     bool retrying = false;
     nlohmann::json problem;
