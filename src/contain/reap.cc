@@ -7,7 +7,6 @@
 #include "contain/grant_cgroups.h"
 #include "contain/tree.h"
 #include "proc/identity.h"
-#include "sys/epoll_reactor.h"
 
 namespace cordon::contain {
 namespace {
@@ -20,19 +19,6 @@ bool HadPidNamespace(const store::GrantRecord& g) {
     if (mechanism.is_string() && mechanism.get<std::string>() == "pid_namespace") return true;
   }
   return false;
-}
-
-// Tears `tree` down at once and waits for verified death.
-sys::Result<Release> KillTree(const Tree& tree, Signaller& signaller,
-                              std::chrono::milliseconds verify_timeout) {
-  CORDON_ASSIGN_OR_RETURN(sys::EpollReactor reactor, sys::EpollReactor::Create());
-  CORDON_ASSIGN_OR_RETURN(
-      std::unique_ptr<Teardown> teardown,
-      Teardown::Create(reactor, tree, signaller, TeardownOptions{{}, verify_timeout}));
-  std::optional<Release> release;
-  teardown->Start(TeardownMode::kImmediate, [&](const Release& r) { release = r; });
-  CORDON_RETURN_IF_ERROR(reactor.RunUntil([&] { return release.has_value(); }));
-  return *release;
 }
 
 ReapReport ReapOne(const store::GrantRecord& g, Signaller& signaller,
@@ -86,7 +72,7 @@ ReapReport ReapOne(const store::GrantRecord& g, Signaller& signaller,
     return report;
   }
 
-  auto release = KillTree(*tree, signaller, verify_timeout);
+  auto release = KillNow(*tree, signaller, verify_timeout);
   if (!release) {
     report.action = "survivors";
     report.release.method = std::string(tree->method());

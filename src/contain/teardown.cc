@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "sys/epoll_reactor.h"
+
 namespace cordon::contain {
 
 nlohmann::json ToJson(const Release& r) {
@@ -290,6 +292,18 @@ void Teardown::Finish(bool dead, std::vector<pid_t> survivors) {
       std::chrono::steady_clock::now() - started_);
   Done done = std::move(done_);
   done(release_);  // last: it may start the next step of the caller
+}
+
+sys::Result<Release> KillNow(const Tree& tree, Signaller& signaller,
+                             std::chrono::milliseconds verify_timeout) {
+  CORDON_ASSIGN_OR_RETURN(sys::EpollReactor reactor, sys::EpollReactor::Create());
+  CORDON_ASSIGN_OR_RETURN(
+      std::unique_ptr<Teardown> teardown,
+      Teardown::Create(reactor, tree, signaller, TeardownOptions{{}, verify_timeout}));
+  std::optional<Release> release;
+  teardown->Start(TeardownMode::kImmediate, [&](const Release& r) { release = r; });
+  CORDON_RETURN_IF_ERROR(reactor.RunUntil([&] { return release.has_value(); }));
+  return *release;
 }
 
 }  // namespace cordon::contain

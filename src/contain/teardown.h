@@ -113,4 +113,11 @@ class Teardown final {
   std::chrono::milliseconds recheck_after_{1};
 };
 
+// Tears `tree` down at once (TeardownMode::kImmediate) and waits, blocking,
+// on a reactor of its own, for verified death: for a tree nobody
+// supervises on a loop (a dead supervisor's, reaped; an execution never
+// attached to one).
+sys::Result<Release> KillNow(const Tree& tree, Signaller& signaller,
+                             std::chrono::milliseconds verify_timeout);
+
 }  // namespace cordon::contain

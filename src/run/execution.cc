@@ -133,6 +133,23 @@ Execution::~Execution() {
   if (watching_child_) reactor_.Unwatch(child_.pidfd.fd());
   if (watching_control_) reactor_.Unwatch(child_.control.get());
   if (deadline_) reactor_.Unwatch(deadline_->fd());
+  if (tree_ && !attached_) KillUnattached();
+}
+
+void Execution::KillUnattached() {
+  stop_ = Stop::kDiscarded;
+  if (auto release = contain::KillNow(*tree_, signaller_, options_.verify_timeout)) {
+    result_.release = *release;
+  } else {
+    // No descriptor for a reactor of its own, likely what failed the
+    // Attach: the main process is killed at least (with a pid namespace,
+    // all of it), and the grant stays active for reap.
+    (void)signaller_.Signal(child_.pidfd, SIGKILL);
+    result_.release.method = std::string(tree_->method());
+    result_.release.problem = "cannot verify the teardown: " + release.error().message();
+  }
+  if (auto reaped = child_.pidfd.TryReap(); reaped && *reaped) TakeExit(**reaped);
+  Conclude();
 }
 
 sys::Result<void> Execution::Begin(const contain::Spec& spec) {
@@ -232,9 +249,11 @@ sys::Result<void> Execution::Attach() {
     // The deadline is the command's: it is armed when one comes (Unpark).
     CORDON_RETURN_IF_ERROR(reactor_.Watch(child_.control.get(), [this] { OnParkedReadable(); }));
     watching_control_ = true;
-    return {};
+  } else {
+    CORDON_RETURN_IF_ERROR(ArmDeadline());
   }
-  return ArmDeadline();
+  attached_ = true;
+  return {};
 }
 
 sys::Result<void> Execution::ArmDeadline() {

@@ -89,9 +89,10 @@ class Execution final {
   // loop. Spawn and SpawnParked make the sandbox and its process (the
   // grant's start recorded) without touching `reactor`: they may run on
   // any thread. Attach, on the reactor's thread, then supervises it (its
-  // output, exit and deadline). An Execution not attached supervises
-  // nothing: its process runs on, and only the grant's record finds it
-  // (cordon reap), so one that spawned is always attached.
+  // output, exit and deadline). An Execution that spawned and is destroyed
+  // unattached (its Attach failed, or its owner's before it) kills its
+  // tree then, and waits for verified death (blocking, up to the verify
+  // timeout): nothing it launched runs on unsupervised.
   static sys::Result<std::unique_ptr<Execution>> Spawn(sys::Reactor& reactor, store::Store& store,
                                                        contain::Signaller& signaller,
                                                        contain::Grant grant,
@@ -169,6 +170,9 @@ class Execution final {
   void StartTeardown(Stop reason);
   void OnReleased(const contain::Release& release);
   void Finish();
+  // Destroyed unattached: KillNow, then released as a cancelled run (a
+  // death not verified leaves the grant active, naming survivors, for reap).
+  void KillUnattached();
   void Conclude();  // the result from the accounting, the cgroups removed, the release recorded
 
   sys::Reactor& reactor_;
@@ -191,6 +195,7 @@ class Execution final {
   std::optional<sys::ChildExit> exit_;
   std::chrono::steady_clock::time_point exited_at_;
   Stop stop_ = Stop::kNone;
+  bool attached_ = false;  // Attach succeeded
   bool watching_child_ = false;
   bool watching_control_ = false;
   bool finished_ = false;

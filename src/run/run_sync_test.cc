@@ -356,6 +356,56 @@ TEST_F(RunTest, CancelTearsDownAndSaysCancelled) {
   EXPECT_EQ(RecordState(result->grant.id), "released");
 }
 
+// A reactor that refuses every watch, as one out of descriptors or of
+// epoll space would.
+class RefusingReactor final : public sys::Reactor {
+ public:
+  sys::Result<void> Watch(int, Handler) override {
+    errno = ENOSPC;
+    return sys::FailErrno("epoll_ctl");
+  }
+  void Unwatch(int) override {}
+};
+
+TEST_F(RunTest, AnExecutionNeverAttachedLeavesNothingRunning) {
+  // Its Attach failed, or it was dropped before one (an owner's own attach
+  // failed first): either way nothing it launched runs on unsupervised.
+  for (bool attach : {true, false}) {
+    SCOPED_TRACE(attach ? "attach refused" : "never attached");
+    std::filesystem::remove(Grandchild());
+    RefusingReactor reactor;
+    contain::Spec s = Shell("sleep 60 & echo $! > grandchild.pid; sleep 60");
+    auto grant = contain::Acquire(s, testing::TestProbe(), *store_);
+    ASSERT_TRUE(grant);
+    const std::string grant_id = grant->id;
+    contain::KernelSignaller kernel;
+    bool reported = false;
+    auto execution = Execution::Spawn(reactor, *store_, kernel, std::move(*grant), s, {},
+                                      [&](RunResult) { reported = true; });
+    ASSERT_TRUE(execution) << execution.error().message();
+    auto grandchild = testing::ReadPidFile(Grandchild());
+    ASSERT_TRUE(grandchild);
+    auto started = store_->GetGrant(grant_id).value();
+    ASSERT_TRUE(started && started->identity);
+    ASSERT_FALSE(testing::Exited(started->identity->pid));
+    if (attach) {
+      EXPECT_FALSE((*execution)->Attach());
+    }
+    execution->reset();
+
+    EXPECT_TRUE(testing::Exited(*grandchild));
+    EXPECT_TRUE(testing::Exited(started->identity->pid));
+    EXPECT_FALSE(reported);  // nobody was told it ran
+    auto record = store_->GetGrant(grant_id).value();
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->state, "released");
+    EXPECT_EQ(record->outcome, "cancelled");
+    if (TreeEnforced()) {
+      EXPECT_FALSE(std::filesystem::exists(record->cgroups["v2"].get<std::string>()));
+    }
+  }
+}
+
 TEST_F(RunTest, RlimitsReachTheCommand) {
   contain::Spec s = Shell("ulimit -n; ulimit -t; ulimit -f; ulimit -v");
   s.limits.open_files = 64;
