@@ -64,7 +64,8 @@ void ReleaseIdleWorkspaces(const std::string& state_dir, const SessionMap& sessi
 }
 
 // A runtime launched (on a worker, or here), attached on the loop. (One
-// whose Attach fails is left to the next daemon's reap, as a run's is.)
+// whose Attach fails kills its tree as it is destroyed, as a run's does:
+// run::Execution.)
 std::expected<std::unique_ptr<Runtime>, contain::AdmitError> Attached(
     std::expected<std::unique_ptr<Runtime>, contain::AdmitError> runtime) {
   if (!runtime) return runtime;
@@ -278,6 +279,43 @@ std::optional<Error> Sessions::Started(Session& s, MadeRuntime runtime) {
   return std::nullopt;
 }
 
+Sessions::Prepared Sessions::Prepare(const std::string& id, const std::string& workspace,
+                                     bool reuse, const contain::Spec& spec, Runtime::Events events,
+                                     const std::string& kind) {
+  Prepared p;
+  auto made = PrepareWorkspace(options_.state_dir, id, !reuse,
+                               probe_.SandboxesRunAsOwnUids() ? 0711 : 0700);
+  if (!made) {
+    p.made = Failure(Kind::kInternal, "cannot prepare the workspace: " + made.error().message());
+    return p;
+  }
+  if (spec.limits.disk_bytes || spec.limits.disk_inodes) {
+    // Its disk bound (a loop image or a project quota, kept across
+    // generations); the runtime's admission observes it.
+    auto bound = contain::BoundWorkspace(
+        probe_.disk, workspace, contain::WorkspaceKind::kPersistent,
+        contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+    if (!bound) {
+      const std::string why = "bounding the workspace failed: " + bound.error().message();
+      p.unbounded = why;
+      // A limit that would be refused is refused here, with why
+      // bounding failed.
+      if (spec.required.contains(contain::Capability::kDisk) ||
+          (contain::Explicit(spec).contains(contain::Capability::kDisk) && !spec.permissive)) {
+        p.made = std::unexpected(FromAdmit(contain::AdmitError{
+            contain::AdmitError::Kind::kRefused,
+            "",
+            "refused: cannot enforce disk: " + why + "; use permissive to run without it",
+            {{contain::Capability::kDisk, why}}}));
+        return p;
+      }
+    }
+  }
+  p.launched = Clock::now();
+  p.runtime = Launch(kind, id, spec, std::move(events));
+  return p;
+}
+
 void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<Created>)> done) {
   std::string id = request.id.value_or(NewSessionId());
   if (!ValidSessionId(id)) {
@@ -365,50 +403,17 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   spec.owner = "session:" + id;
   AddAllowlist(spec, probe_, workspace, request.kind);
   const int64_t generation = s ? s->generation + 1 : 1;
-  struct Prepared {
-    Outcome<void> made;
-    std::optional<std::string> unbounded;  // why bounding the workspace failed
-    std::optional<MadeRuntime> runtime;    // launched once its workspace is made
-    Clock::time_point launched;            // when its launch began (ready_us counts from it)
-  };
   preparing_[id];
   contain::Spec to_launch = spec;  // (the arguments' order is unspecified: no move of spec there)
   Offload(
       [this, id, workspace, reuse, spec = std::move(to_launch), events = EventsOf(id, generation),
        kind = request.kind]() mutable {
-        Prepared p;
-        auto made = PrepareWorkspace(options_.state_dir, id, !reuse,
-                                     probe_.SandboxesRunAsOwnUids() ? 0711 : 0700);
-        if (!made) {
-          p.made =
-              Failure(Kind::kInternal, "cannot prepare the workspace: " + made.error().message());
-          return p;
-        }
-        if (spec.limits.disk_bytes || spec.limits.disk_inodes) {
-          // Its disk bound (a loop image or a project quota, kept across
-          // generations); the runtime's admission observes it.
-          auto bound = contain::BoundWorkspace(
-              probe_.disk, workspace, contain::WorkspaceKind::kPersistent,
-              contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
-          if (!bound) {
-            const std::string why = "bounding the workspace failed: " + bound.error().message();
-            p.unbounded = why;
-            // A limit that would be refused is refused here, with why
-            // bounding failed.
-            if (spec.required.contains(contain::Capability::kDisk) ||
-                (contain::Explicit(spec).contains(contain::Capability::kDisk) &&
-                 !spec.permissive)) {
-              p.made = std::unexpected(FromAdmit(contain::AdmitError{
-                  contain::AdmitError::Kind::kRefused,
-                  "",
-                  "refused: cannot enforce disk: " + why + "; use permissive to run without it",
-                  {{contain::Capability::kDisk, why}}}));
-              return p;
-            }
-          }
-        }
-        p.launched = Clock::now();
-        p.runtime = Launch(kind, id, spec, std::move(events));
+        Prepared p = Prepare(id, workspace, reuse, spec, std::move(events), kind);
+        // Nothing of a create that failed stays: a workspace made for it
+        // goes (its loop image detached), one kept from a lost generation
+        // stays. The id is still being prepared: no other create or close
+        // of it runs meanwhile.
+        if (!reuse && (!p.made || !*p.runtime)) (void)RemoveWorkspace(options_.state_dir, id);
         return p;
       },
       [this, id, workspace, reuse, generation, kind = request.kind, ttl_s = request.ttl_s,
@@ -442,12 +447,15 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         if (s) previous = std::move(sessions_[id]);
         sessions_[id] = std::move(fresh);
         if (auto failed = Started(session, Attached(std::move(*p.runtime)))) {
-          // Nothing started: the id keeps its previous state.
+          // Nothing started (its runtime killed as it went): the id keeps
+          // its previous state, and a workspace made for it goes, here
+          // (rare: the loop was refused a descriptor).
           if (previous) {
             sessions_[id] = std::move(previous);
           } else {
             sessions_.erase(id);
           }
+          if (!reuse) (void)RemoveWorkspace(options_.state_dir, id);
           return answer(std::unexpected(*failed));
         }
         Log("session_starting", session, {{"workspace_reused", reuse}});

@@ -230,6 +230,17 @@ class Sessions final {
   // touches no reactor, so it may run on a worker. Attached follows.
   MadeRuntime Launch(const std::string& kind, const std::string& id, const contain::Spec& spec,
                      Runtime::Events events);
+  // A cold create's half on a worker: its workspace made (and bounded),
+  // then its runtime launched.
+  struct Prepared {
+    Outcome<void> made;
+    std::optional<std::string> unbounded;  // why bounding the workspace failed
+    std::optional<MadeRuntime> runtime;    // launched once its workspace is made
+    std::chrono::steady_clock::time_point
+        launched;  // when its launch began (ready_us counts from it)
+  };
+  Prepared Prepare(const std::string& id, const std::string& workspace, bool reuse,
+                   const contain::Spec& spec, Runtime::Events events, const std::string& kind);
   // Launches s's runtime here, on the loop (a restart), then Started.
   std::optional<Error> StartRuntime(Session& s);
   // Makes `runtime` s's, starting (recorded), or says why there is none.

@@ -5,8 +5,10 @@ client sees of that, against a real daemon and its store: creates of one id
 while its workspace is being made share one runtime, a delete of an id
 being made again is refused until it is, and a daemon stopped while
 sessions are being made answers each create and leaves no process, grant,
-cgroup or mount of them."""
+cgroup or mount of them; nor does a create the daemon fails for want of
+descriptors."""
 import os
+import resource
 import signal
 import sys
 import threading
@@ -19,6 +21,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     Daemon,
     active_grants,
     mounts_beneath,
+    open_fds,
     pids_in_cgroup_tree,
     stop_amid,
     store_query,
@@ -105,3 +108,49 @@ def test_a_stop_while_sessions_are_made_answers_each_and_leaves_nothing(state_di
     for a in answers:
         if not isinstance(a, CordonError):
             assert states.get(a.info["id"]) == "closed", (a.info, states)
+
+
+def test_a_create_failed_for_want_of_descriptors_leaves_nothing(state_dir):
+    # The daemon is allowed a few descriptors more than it holds, one more
+    # each round, so that a cold create fails at each of the steps that
+    # take one (its loop image, the sandbox's mount trees, pipes, clone3,
+    # attaching), until one is enough. Each failure is said, and leaves no
+    # workspace, image, mount, grant or process of the id; the daemon then
+    # works as before. No pool: nothing else takes descriptors meanwhile.
+    d = Daemon(state_dir, "--prespawn-runs", "0", "--prespawn-shells", "0")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        c = d.client()
+        c.session("first").close()  # the store and the workspaces' parent made
+        failures = []
+        for spare in range(64):
+            resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (open_fds(d.pid) + spare, hard))
+            try:
+                made = c.session(f"fd-{spare}")
+            except CordonError as e:
+                made = e
+            finally:
+                resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (soft, hard))
+            if not isinstance(made, CordonError):
+                assert made.exec("echo ok")["stdout"] == "ok\n"
+                made.close()
+                break
+            assert (made.status, made.code) == (500, "internal"), made
+            assert "EMFILE" in made.message, made.message
+            failures.append(made.message)
+            leftovers = [n for n in os.listdir(os.path.join(state_dir, "workspaces"))
+                         if n.startswith(f"fd-{spare}")]
+            assert leftovers == [], (made.message, leftovers)
+            assert mounts_beneath(state_dir) == [], made.message
+            assert active_grants(state_dir) == [], made.message
+            assert pids_in_cgroup_tree(CGROUP_ROOT) == set(), made.message
+        else:
+            raise AssertionError("64 descriptors more were not enough for a create")
+        assert failures, "no create failed: the test tested nothing"
+        again = c.session("after")
+        assert again.exec("echo again")["stdout"] == "again\n"
+        again.close()
+    finally:
+        resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        assert d.stop() == 0
+        assert unmount_beneath(state_dir) == []
