@@ -302,9 +302,7 @@ bool KnownSyscall(const std::string& name) {
 
 bool SeccompAvailable() { return ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0; }
 
-namespace {
-
-sys::Result<std::vector<struct sock_filter>> Compile(const SeccompOptions& options) {
+sys::Result<std::vector<struct sock_filter>> CompileSeccomp(const SeccompOptions& options) {
   std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return sys::Fail("seccomp_init", ENOMEM);
   // A system call of another ABI (int 0x80 on x86-64) would bypass the
@@ -357,10 +355,32 @@ sys::Result<std::vector<struct sock_filter>> Compile(const SeccompOptions& optio
   return code;
 }
 
-// Compiled programs by their options. libseccomp takes about as long to
-// compile the table as the rest of a sandbox's preparation, and a daemon
-// asks for the same few filters for every sandbox it makes. Bounded: the
-// options come from policies, and a daemon has a handful.
+namespace {
+
+// The build's program for `options`, if it has one and this process links
+// the libseccomp that compiled it.
+std::vector<struct sock_filter> Precompiled(const SeccompOptions& options) {
+  const PrecompiledSeccompSet& set = kPrecompiledSeccomp;
+  const struct scmp_version* linked = seccomp_version();
+  if (!options.extra_deny.empty() || linked == nullptr || linked->major != set.major ||
+      linked->minor != set.minor || linked->micro != set.micro) {
+    return {};
+  }
+  for (size_t i = 0; i < set.count; ++i) {
+    const PrecompiledSeccomp& p = set.programs[i];
+    if (p.strict == options.strict && p.unix_sockets_only == options.unix_sockets_only) {
+      return {p.code, p.code + p.size};
+    }
+  }
+  return {};
+}
+
+// Programs compiled here, by their options: those with a policy's names
+// (or all, under a libseccomp other than the build's). libseccomp takes
+// about as long to compile the table as the rest of a sandbox's
+// preparation, and a daemon asks for the same few filters for every
+// sandbox it makes. Bounded: the options come from policies, and a daemon
+// has a handful.
 constexpr size_t kMaxCached = 32;
 std::mutex cache_mutex;
 std::map<SeccompOptions, std::vector<struct sock_filter>> cache;
@@ -369,12 +389,13 @@ std::map<SeccompOptions, std::vector<struct sock_filter>> cache;
 
 sys::Result<SeccompFilter> SeccompFilter::Build(const SeccompOptions& options) {
   SeccompFilter f;
-  {
+  f.code_ = Precompiled(options);
+  if (f.code_.empty()) {
     std::lock_guard lock(cache_mutex);
     if (auto it = cache.find(options); it != cache.end()) f.code_ = it->second;
   }
   if (f.code_.empty()) {
-    CORDON_ASSIGN_OR_RETURN(f.code_, Compile(options));
+    CORDON_ASSIGN_OR_RETURN(f.code_, CompileSeccomp(options));
     std::lock_guard lock(cache_mutex);
     if (cache.size() >= kMaxCached) cache.erase(cache.begin());
     cache.emplace(options, f.code_);

@@ -44,6 +44,29 @@ class SeccompFilter final {
   struct sock_fprog program_ {};
 };
 
+// What libseccomp compiles for `options` now, uncached. (Build keeps what
+// it compiles, and starts from what the build compiled.)
+sys::Result<std::vector<struct sock_filter>> CompileSeccomp(const SeccompOptions& options);
+
+// Programs compiled when cordon was built (src/tools/seccomp_gen.cc writes
+// them, with the libseccomp cordon links, for each level with and without
+// a network namespace, no policy names), so that a one-shot run does not
+// pay libseccomp's code generator (about a tenth of its launch). Build
+// takes one only from the libseccomp version that compiled it: a shared
+// libseccomp upgraded since compiles its own.
+struct PrecompiledSeccomp {
+  bool strict;
+  bool unix_sockets_only;
+  const struct sock_filter* code;
+  size_t size;
+};
+struct PrecompiledSeccompSet {
+  unsigned major, minor, micro;  // the libseccomp that compiled them
+  const PrecompiledSeccomp* programs;
+  size_t count;
+};
+extern const PrecompiledSeccompSet kPrecompiledSeccomp;
+
 // Whether libseccomp knows `name` as a system call of this architecture.
 bool KnownSyscall(const std::string& name);
 

@@ -4,6 +4,7 @@
 #include <linux/netlink.h>
 #include <linux/sched.h>
 #include <netinet/in.h>
+#include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -16,7 +17,9 @@
 #include <cerrno>
 #include <csetjmp>
 #include <csignal>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace cordon::contain {
@@ -342,6 +345,37 @@ TEST(SeccompTest, ABuildIsTheProgramOfItsOwnOptionsWhenBuiltAgain) {
   auto plain = SeccompFilter::Build({});
   ASSERT_TRUE(plain);
   EXPECT_EQ(UnderFilter(*plain, [] { return ::syscall(SYS_getpid) < 0 ? errno : 0; }), 0);
+}
+
+// The filters compiled as cordon was built (every level, with and without
+// a network namespace) are what the libseccomp linked here compiles for
+// those options now, and what a build of them gives: the tests above,
+// which build them, try the very programs sandboxes get.
+TEST(SeccompTest, TheProgramsCompiledAtBuildTimeAreWhatLibseccompCompilesNow) {
+  auto bytes = [](const sock_filter* code, size_t size) {
+    return std::string(reinterpret_cast<const char*>(code), size * sizeof(sock_filter));
+  };
+  const PrecompiledSeccompSet& set = kPrecompiledSeccomp;
+  const scmp_version* linked = seccomp_version();
+  ASSERT_EQ(std::tie(set.major, set.minor, set.micro),
+            std::tie(linked->major, linked->minor, linked->micro));
+  ASSERT_EQ(set.count, 4u);
+  std::set<std::pair<bool, bool>> seen;
+  for (size_t i = 0; i < set.count; ++i) {
+    const PrecompiledSeccomp& p = set.programs[i];
+    SCOPED_TRACE(testing::Message()
+                 << "strict " << p.strict << ", unix_sockets_only " << p.unix_sockets_only);
+    seen.emplace(p.strict, p.unix_sockets_only);
+    const SeccompOptions options{.strict = p.strict, .unix_sockets_only = p.unix_sockets_only};
+    auto compiled = CompileSeccomp(options);
+    ASSERT_TRUE(compiled) << compiled.error().message();
+    EXPECT_EQ(bytes(p.code, p.size), bytes(compiled->data(), compiled->size()));
+    auto built = SeccompFilter::Build(options);
+    ASSERT_TRUE(built) << built.error().message();
+    EXPECT_EQ(built->program()->len, p.size);
+    EXPECT_EQ(bytes(built->program()->filter, built->program()->len), bytes(p.code, p.size));
+  }
+  EXPECT_EQ(seen.size(), 4u);
 }
 
 }  // namespace
