@@ -56,24 +56,36 @@ sys::Result<void> CgroupDir::Write(const std::string& file, std::string_view val
   return {};
 }
 
-sys::Result<std::optional<uint64_t>> CgroupDir::ReadKey(const std::string& file,
-                                                        std::string_view key) const {
+sys::Result<std::vector<std::optional<uint64_t>>> CgroupDir::ReadKeys(
+    const std::string& file, std::initializer_list<std::string_view> keys) const {
   CORDON_ASSIGN_OR_RETURN(std::string text, Read(file));
+  std::vector<std::optional<uint64_t>> values(keys.size());
   std::string_view rest(text);
   while (!rest.empty()) {
     size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ') {
-      std::string_view number = line.substr(key.size() + 1);
-      uint64_t value = 0;
-      auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-      if (ec != std::errc())
-        return sys::Fail(path_ + "/" + file + ": bad value for " + std::string(key), EINVAL);
-      return value;
+    size_t i = 0;
+    for (std::string_view key : keys) {
+      if (line.size() > key.size() && line.starts_with(key) && line[key.size()] == ' ') {
+        std::string_view number = line.substr(key.size() + 1);
+        uint64_t value = 0;
+        auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+        if (ec != std::errc()) {
+          return sys::Fail(path_ + "/" + file + ": bad value for " + std::string(key), EINVAL);
+        }
+        values[i] = value;
+      }
+      ++i;
     }
   }
-  return std::nullopt;
+  return values;
+}
+
+sys::Result<std::optional<uint64_t>> CgroupDir::ReadKey(const std::string& file,
+                                                        std::string_view key) const {
+  CORDON_ASSIGN_OR_RETURN(auto values, ReadKeys(file, {key}));
+  return values.front();
 }
 
 std::vector<pid_t> ParsePids(std::string_view text) {

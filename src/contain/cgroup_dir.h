@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,9 @@ class CgroupDir final {
   sys::Result<void> Write(const std::string& file, std::string_view value) const;
   // The value of `key` in a flat keyed file ("oom_kill 3" in memory.events).
   sys::Result<std::optional<uint64_t>> ReadKey(const std::string& file, std::string_view key) const;
+  // The values of `keys` in one read of a flat keyed file, in their order.
+  sys::Result<std::vector<std::optional<uint64_t>>> ReadKeys(
+      const std::string& file, std::initializer_list<std::string_view> keys) const;
 
   // The thread-group ids in cgroup.procs. Exited (zombie) tasks are not listed.
   sys::Result<std::vector<pid_t>> Procs() const;

@@ -180,10 +180,9 @@ sys::Result<std::optional<uint64_t>> GrantCgroups::OomKills() const {
 
 std::optional<CpuUsage> GrantCgroups::Cpu() const {
   if (!v2_) return std::nullopt;
-  auto user = v2_->ReadKey("cpu.stat", "user_usec");
-  auto system = v2_->ReadKey("cpu.stat", "system_usec");
-  if (!user || !system || !*user || !*system) return std::nullopt;
-  return CpuUsage{**user, **system};
+  auto usec = v2_->ReadKeys("cpu.stat", {"user_usec", "system_usec"});
+  if (!usec || !(*usec)[0] || !(*usec)[1]) return std::nullopt;
+  return CpuUsage{*(*usec)[0], *(*usec)[1]};
 }
 
 sys::Result<void> GrantCgroups::Remove() {

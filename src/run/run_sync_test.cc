@@ -293,6 +293,19 @@ TEST_F(RunTest, TheCpuQuotaBoundsABusyLoop) {
   EXPECT_LE(used_ms, 400) << "wall " << r.usage.wall_ms << " ms";
 }
 
+TEST_F(RunTest, TheCpuTimeCountsWhatTheMainProcessNeverWaitedFor) {
+  if (!TreeEnforced()) GTEST_SKIP() << "no cgroup v2 tree here to account for the whole tree";
+  // A busy child the shell never waits for: its time is not in the shell's
+  // rusage, only in the group's cpu.stat (user_usec and system_usec).
+  contain::Spec s = Shell("sh -c 'while :; do :; done' & sleep 60");
+  s.limits.timeout_ms = 1000;
+  RunResult r = Run(s);
+  EXPECT_EQ(r.outcome, Outcome::kTimedOut);
+  // A second of a busy loop, of which the shell's own rusage has ~1 ms: a
+  // twentieth of it even on a loaded machine.
+  EXPECT_GE(r.usage.cpu_user_ms + r.usage.cpu_system_ms, 50) << "wall " << r.usage.wall_ms;
+}
+
 // 12
 TEST_F(RunTest, ASetsidDoubleForkedEscapeeIsDeadWhenTheTreeIsEnforced) {
   if (!TreeEnforced()) GTEST_SKIP() << "process_tree is degraded here";
