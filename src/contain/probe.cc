@@ -40,11 +40,9 @@ struct MountLine {
   std::string fstype;
 };
 
-std::vector<MountLine> ReadMounts() {
+std::vector<MountLine> ParseMounts(const std::string& info) {
   std::vector<MountLine> out;
-  auto info = sys::ReadFile("/proc/self/mountinfo", 16 << 20);
-  if (!info) return out;
-  std::istringstream in(*info);
+  std::istringstream in(info);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream f(line);
@@ -57,6 +55,13 @@ std::vector<MountLine> ReadMounts() {
     out.push_back(std::move(m));
   }
   return out;
+}
+
+sys::Result<std::string> ReadMountInfo() { return sys::ReadFile("/proc/self/mountinfo", 16 << 20); }
+
+std::vector<MountLine> ReadMounts() {
+  auto info = ReadMountInfo();
+  return info ? ParseMounts(*info) : std::vector<MountLine>{};
 }
 
 // The mount points beneath /proc: what a container runtime masks
@@ -235,6 +240,27 @@ CapabilityStatus IsolationStatus(Capability c, const IsolationSupport& iso, bool
   }
 }
 
+// Whether this process is in the initial user namespace (its uid_map maps
+// every id); none when /proc cannot say.
+std::optional<bool> InInitialUserNamespace() {
+  auto map = sys::ReadFile("/proc/self/uid_map", 4096);
+  if (!map) return std::nullopt;
+  return map->find("4294967295") != std::string::npos;
+}
+
+bool NprocLimitEffectiveFor(std::optional<bool> initial_userns) {
+  // Inside a user namespace (a container, or the restricted host of
+  // LINUX-NOTES.md) uid 0 holds no capability where the limit is checked.
+  // (The kernel asks for CAP_SYS_RESOURCE/CAP_SYS_ADMIN in the initial one.)
+  if (initial_userns == false) return true;
+  if (::getuid() == 0 || ::geteuid() == 0) return false;
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  auto has = [&](int cap) { return (data[cap / 32].effective & (1u << (cap % 32))) != 0; };
+  return !has(CAP_SYS_ADMIN) && !has(CAP_SYS_RESOURCE);
+}
+
 }  // namespace
 
 const CapabilityStatus& Probe::StatusFor(Capability c, bool isolated) const {
@@ -281,19 +307,7 @@ std::optional<std::string> FreshProcProblem() {
   return problem;
 }
 
-bool NprocLimitEffective() {
-  // Inside a user namespace (a container, or the restricted host of
-  // LINUX-NOTES.md) uid 0 holds no capability where the limit is checked.
-  auto map = sys::ReadFile("/proc/self/uid_map", 4096);
-  // (The kernel asks for CAP_SYS_RESOURCE/CAP_SYS_ADMIN in the initial one.)
-  if (map && map->find("4294967295") == std::string::npos) return true;
-  if (::getuid() == 0 || ::geteuid() == 0) return false;
-  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct data[2] = {};
-  if (::syscall(SYS_capget, &header, data) != 0) return false;
-  auto has = [&](int cap) { return (data[cap / 32].effective & (1u << (cap % 32))) != 0; };
-  return !has(CAP_SYS_ADMIN) && !has(CAP_SYS_RESOURCE);
-}
+bool NprocLimitEffective() { return NprocLimitEffectiveFor(InInitialUserNamespace()); }
 
 std::vector<CapabilityStatus> ResolveCapabilities(const CgroupPlan& plan, bool nproc_effective,
                                                   const IsolationSupport& isolation, bool root,
@@ -405,11 +419,15 @@ namespace {
 sys::Result<Probe> Observe(const ProbeOptions& options, const std::string* cache_file) {
   Probe probe;
   probe.euid = ::geteuid();
-  auto layout = DiscoverCgroupLayout();
-  if (layout) {
-    probe.cgroups = PlanCgroups(*layout, options.cgroups);
+  // Read once: the cgroup layout and the isolation checks both look.
+  auto mountinfo = ReadMountInfo();
+  auto own_cgroup = sys::ReadFile("/proc/self/cgroup");
+  const std::optional<bool> initial_userns = InInitialUserNamespace();
+  if (mountinfo && own_cgroup) {
+    probe.cgroups = PlanCgroups(ParseCgroupLayout(*mountinfo, *own_cgroup), options.cgroups);
   } else {
-    probe.cgroups.v2_problem = "cannot read the cgroup layout: " + layout.error().message();
+    const sys::Error& unread = mountinfo ? own_cgroup.error() : mountinfo.error();
+    probe.cgroups.v2_problem = "cannot read the cgroup layout: " + unread.message();
     probe.cgroups.v1_memory_problem = probe.cgroups.v2_problem;
     probe.cgroups.v1_pids_problem = probe.cgroups.v2_problem;
     probe.cgroups.v1_cpu_problem = probe.cgroups.v2_problem;
@@ -427,7 +445,8 @@ sys::Result<Probe> Observe(const ProbeOptions& options, const std::string* cache
     }
     // Namespaces that can be made may still be of no use: every launch
     // mounts a fresh /proc in them, which a masked /proc forbids.
-    if (probe.isolation.namespaces.available && !PlainProc(ReadMounts())) {
+    if (probe.isolation.namespaces.available &&
+        !PlainProc(mountinfo ? ParseMounts(*mountinfo) : std::vector<MountLine>{})) {
       if (auto problem = FreshProcProblem()) {
         probe.isolation.namespaces.available = false;
         probe.isolation.namespaces.problem = *problem;
@@ -437,14 +456,12 @@ sys::Result<Probe> Observe(const ProbeOptions& options, const std::string* cache
     probe.isolation.landlock_abi = LandlockAbi();
     probe.isolation.seccomp = SeccompAvailable();
     probe.isolation.map_ids = CanMapIdRange(kDefaultIdRange);
-    auto uid_map = sys::ReadFile("/proc/self/uid_map", 4096);
-    probe.isolation.host_root =
-        ::geteuid() == 0 && uid_map && uid_map->find("4294967295") != std::string::npos;
+    probe.isolation.host_root = ::geteuid() == 0 && initial_userns == true;
   } else {
     probe.isolation.namespaces.problem = "not probed (no isolation was asked for)";
   }
   if (!options.state_dir.empty()) probe.disk = ProbeDisk(options.state_dir);
-  bool nproc = NprocLimitEffective();
+  bool nproc = NprocLimitEffectiveFor(initial_userns);
   probe.capabilities =
       ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0, probe.disk);
   for (const auto& s : ResolveCapabilities(probe.cgroups, nproc)) {

@@ -1,6 +1,7 @@
 // seccomp-bpf: the system calls a sandbox may not make, in one table with
-// the reason for each (seccomp.cc), compiled with libseccomp in the
-// supervisor and installed by the child as the very last step before
+// the reason for each (seccomp.cc), compiled with libseccomp (as cordon is
+// built, for every filter without a policy's names; else in the
+// supervisor) and installed by the child as the very last step before
 // execve. A refused call fails with EPERM (ENOSYS for clone3): the program
 // sees an error it can handle, and is not killed.
 #pragma once
