@@ -377,7 +377,14 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     return done(Failure(Kind::kInvalid, invalid->message(), invalid->field));
   }
   bool reuse = s && s->state == "lost" && !request.fresh_workspace;
-  if (!reuse && MatchesPool(request.kind, spec)) {
+  // An earlier generation's workspace left on disk (kept by its close, or
+  // a lost one not reused) goes cold: removing it can take seconds (its
+  // files, its image's unmount), and only a worker may spend them.
+  const std::string old_workspace = WorkspacePath(options_.state_dir, id);
+  struct stat leftover {};
+  const bool has_leftover = ::lstat(old_workspace.c_str(), &leftover) == 0 ||
+                            ::lstat((old_workspace + ".img").c_str(), &leftover) == 0;
+  if (!reuse && !has_leftover && MatchesPool(request.kind, spec)) {
     auto warm = std::make_unique<Session>();
     warm->generation = s ? s->generation + 1 : 1;
     const int64_t ttl_ms = request.ttl_s ? *request.ttl_s * 1000 : options_.idle_ttl.count();
@@ -1070,8 +1077,9 @@ bool Sessions::TakeWarm(const std::string& kind, const std::string& id,
     return e.second.kind == kind && e.second.ready && e.second.runtime && e.second.runtime->ready();
   });
   if (it == pool_.end()) return false;
+  // The id has no workspace on disk (CreateSession sends one with a
+  // leftover cold): the pool's takes its place.
   const std::string workspace = WorkspacePath(options_.state_dir, id);
-  if (!RemoveWorkspace(options_.state_dir, id)) return false;
   if (!contain::MoveBoundWorkspace(it->second.workspace, workspace)) return false;
   Warm w = std::move(it->second);
   pool_.erase(it);
