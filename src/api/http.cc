@@ -709,7 +709,12 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     size_t q = target.find('?');
     request_.path = target.substr(0, q);
     request_.query = q == std::string::npos ? "" : target.substr(q + 1);
-    hooks_.handle(request_, this->shared_from_this());
+    // The handler takes the body (up to --max-file-size); the connection
+    // keeps the header, for the logs and the answer.
+    Request handed{request_.id, request_.received, std::move(request_.message), request_.path,
+                   request_.query};
+    request_.message = http::request<http::string_body>(handed.message.base());
+    hooks_.handle(std::move(handed), this->shared_from_this());
   }
 
   void Queue(std::string bytes) {

@@ -346,6 +346,20 @@ void SessionList(Engine& engine, const Call& /*call*/, const json& args, ToolDon
   done(ToolOk({{"sessions", std::move(sessions)}}));
 }
 
+// `work` (a file tool's, returning its result) with session `id`'s
+// workspace on a worker (session::Sessions::WithWorkspace); `done` gets
+// its result, or why the session could not be used, on the loop.
+void OnWorkspace(Engine& engine, const std::string& id, ToolDone done,
+                 std::function<json(int workspace_fd)> work) {
+  auto result = std::make_shared<json>();
+  engine.sessions.WithWorkspace(
+      id, [result, work = std::move(work)](int fd) { *result = work(fd); },
+      [result, done = std::move(done)](std::optional<session::Error> unusable) {
+        if (unusable) return done(ToolError(Describe(*unusable)));
+        done(std::move(*result));
+      });
+}
+
 void FileWrite(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {"id", "path", "content", "content_base64"})) {
     return done(ToolError(*unknown));
@@ -368,14 +382,14 @@ void FileWrite(Engine& engine, const Call& /*call*/, const json& args, ToolDone 
     if (!decoded) return done(ToolError("content_base64: is not valid base64"));
     bytes = std::move(*decoded);
   }
-  auto workspace = engine.sessions.Workspace(id);
-  if (!workspace) return done(ToolError(Describe(workspace.error())));
   session::PutRequest put;
   put.path = args["path"].get<std::string>();
   put.max_bytes = engine.max_file_bytes;
-  auto info = session::PutFile(workspace->get(), put, bytes);
-  if (!info) return done(ToolError(Describe(info.error())));
-  done(ToolOk({{"path", put.path}, {"size", info->size}, {"sha256", info->sha256}}));
+  OnWorkspace(engine, id, std::move(done), [put, bytes = std::move(bytes)](int fd) {
+    auto info = session::PutFile(fd, put, bytes);
+    if (!info) return ToolError(Describe(info.error()));
+    return ToolOk({{"path", put.path}, {"size", info->size}, {"sha256", info->sha256}});
+  });
 }
 
 void FileRead(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
@@ -392,24 +406,26 @@ void FileRead(Engine& engine, const Call& /*call*/, const json& args, ToolDone d
     }
     max_bytes = args["max_bytes"].get<uint64_t>();
   }
-  auto workspace = engine.sessions.Workspace(id);
-  if (!workspace) return done(ToolError(Describe(workspace.error())));
   const std::string path = args["path"].get<std::string>();
-  auto content = session::GetFile(workspace->get(), path, true, engine.max_file_bytes);
-  if (!content) return done(ToolError(Describe(content.error())));
-  std::string& body = content->body;
-  json structured = {
-      {"path", path}, {"size", content->info.size}, {"sha256", content->info.sha256}};
-  const bool utf8 = sys::IsUtf8(body);
-  size_t keep = utf8 ? Utf8Cut(body, max_bytes) : std::min<size_t>(body.size(), max_bytes);
-  structured["truncated"] = keep < body.size();
-  body.resize(keep);
-  if (utf8) {
-    structured["content"] = std::move(body);
-  } else {
-    structured["content_base64"] = sys::Base64Encode(body);
-  }
-  done(ToolOk(std::move(structured)));
+  OnWorkspace(engine, id, std::move(done),
+              [path, max_bytes, max_file_bytes = engine.max_file_bytes](int fd) {
+                auto content = session::GetFile(fd, path, true, max_file_bytes);
+                if (!content) return ToolError(Describe(content.error()));
+                std::string& body = content->body;
+                json structured = {
+                    {"path", path}, {"size", content->info.size}, {"sha256", content->info.sha256}};
+                const bool utf8 = sys::IsUtf8(body);
+                size_t keep =
+                    utf8 ? Utf8Cut(body, max_bytes) : std::min<size_t>(body.size(), max_bytes);
+                structured["truncated"] = keep < body.size();
+                body.resize(keep);
+                if (utf8) {
+                  structured["content"] = std::move(body);
+                } else {
+                  structured["content_base64"] = sys::Base64Encode(body);
+                }
+                return ToolOk(std::move(structured));
+              });
 }
 
 void FileList(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
@@ -421,17 +437,17 @@ void FileList(Engine& engine, const Call& /*call*/, const json& args, ToolDone d
     if (!args["dir"].is_string()) return done(ToolError("dir: must be a string"));
     dir = args["dir"].get<std::string>();
   }
-  auto workspace = engine.sessions.Workspace(id);
-  if (!workspace) return done(ToolError(Describe(workspace.error())));
-  auto listing = session::ListFiles(workspace->get(), dir);
-  if (!listing) return done(ToolError(Describe(listing.error())));
-  json entries = json::array();
-  for (const auto& e : *listing) {
-    entries.push_back({{"name", e.value("name", "")},
-                       {"type", e.value("type", "")},
-                       {"size", e.value("size", 0)}});
-  }
-  done(ToolOk({{"dir", dir.empty() ? "." : dir}, {"entries", std::move(entries)}}));
+  OnWorkspace(engine, id, std::move(done), [dir](int fd) {
+    auto listing = session::ListFiles(fd, dir);
+    if (!listing) return ToolError(Describe(listing.error()));
+    json entries = json::array();
+    for (const auto& e : *listing) {
+      entries.push_back({{"name", e.value("name", "")},
+                         {"type", e.value("type", "")},
+                         {"size", e.value("size", 0)}});
+    }
+    return ToolOk({{"dir", dir.empty() ? "." : dir}, {"entries", std::move(entries)}});
+  });
 }
 
 // --- The schemas. ---

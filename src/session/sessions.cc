@@ -339,6 +339,13 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     if (s->closing) {
       return done(Failure(Kind::kConflict, "session " + id + " is being closed; try again", "id"));
     }
+    const bool live = s->state == "starting" || s->state == "ready" || s->state == "busy";
+    if (!live && s->file_operations > 0) {
+      // Its runtime ended during an upload or download, which still uses
+      // the workspace a new generation would sweep.
+      return done(Failure(Kind::kConflict,
+                          "session " + id + "'s files are being written or read; try again", "id"));
+    }
     if (s->state == "starting") {
       s->create_waiters.push_back(std::move(done));  // one runtime for concurrent creates
       return;
@@ -645,6 +652,12 @@ void Sessions::Quarantine(Session& s, const contain::Release& release) {
 void Sessions::Close(Session& s) {
   // One removal at a time: the one under way answers every waiter.
   if (s.removing) return;
+  if (s.file_operations > 0) {
+    // A file being written or read there: the last one's end closes it.
+    s.closing = true;
+    s.close_pending = true;
+    return;
+  }
   s.grant_id.clear();
   if (s.keep_workspace) return Closed(s, {});
   // The workspace goes on a worker (unmounting and deleting its image
@@ -854,14 +867,29 @@ size_t Sessions::live(const std::string& kind) const {
   }));
 }
 
-Outcome<sys::UniqueFd> Sessions::Workspace(const std::string& id) {
+void Sessions::WithWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
+                             std::function<void(std::optional<Error> unusable)> done) {
   Session* s = Find(id);
-  if (!s) return Failure(Kind::kNotFound, "no session " + id);
-  if (auto e = Unusable(*s)) return std::unexpected(*e);
+  if (!s) return done(Error{Kind::kNotFound, "no session " + id, "", nullptr});
+  if (auto e = Unusable(*s)) return done(*e);
   s->last_used = Clock::now();
   auto fd = sys::Open(WorkspacePath(options_.state_dir, id), O_PATH | O_DIRECTORY);
-  if (!fd) return Failure(Kind::kInternal, "cannot open the workspace: " + fd.error().message());
-  return std::move(*fd);
+  if (!fd) {
+    return done(
+        Error{Kind::kInternal, "cannot open the workspace: " + fd.error().message(), "", nullptr});
+  }
+  ++s->file_operations;
+  Offload([fd = std::make_shared<sys::UniqueFd>(std::move(*fd)),
+           work = std::move(work)] { work(fd->get()); },
+          [this, id, generation = s->generation, done = std::move(done)] {
+            if (Session* s = Current(id, generation); s && --s->file_operations == 0) {
+              if (s->close_pending) {
+                s->close_pending = false;
+                Close(*s);
+              }
+            }
+            done(std::nullopt);
+          });
 }
 
 // The housekeeping timer: never called from inside a Runtime's callbacks, so

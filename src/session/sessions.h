@@ -140,8 +140,15 @@ class Sessions final {
   // The kind of a session ("shell", "python"), or "" when there is none.
   std::string KindOf(const std::string& id) const;
   size_t live(const std::string& kind) const;
-  // The workspace of a live session, for the files API (marks it used).
-  Outcome<sys::UniqueFd> Workspace(const std::string& id);
+  // Runs `work` with the workspace of live session `id` (an O_PATH
+  // descriptor of its directory; the session is marked used) on a worker
+  // thread: a file's bytes are hashed, written and read there, never on
+  // the loop. `done` follows on the loop with why it could not run, or
+  // none once it has. A close of the session meanwhile waits for it, so
+  // nothing removes the workspace under it, and the id is not created
+  // again until it is done.
+  void WithWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
+                     std::function<void(std::optional<Error> unusable)> done);
 
   // Tears every live session down (workspaces kept; the sessions are
   // closed). `done(all_dead)` once every teardown has been decided.
@@ -179,7 +186,9 @@ class Sessions final {
     std::vector<std::function<void(Outcome<nlohmann::json>)>> restart_waiters;
     bool restarting = false;
     bool closing = false;
-    bool removing = false;  // its workspace is being removed (Close)
+    bool removing = false;       // its workspace is being removed (Close)
+    int file_operations = 0;     // WithWorkspace's, under way on workers
+    bool close_pending = false;  // Close waits for them
     bool keep_workspace = false;
     bool retrying = false;
     nlohmann::json problem;

@@ -6,14 +6,17 @@ while its workspace is being made share one runtime, a delete of an id
 being made again is refused until it is, and a daemon stopped while
 sessions are being made answers each create and leaves no process, grant,
 cgroup or mount of them; nor does a create the daemon fails for want of
-descriptors. An earlier generation's workspace, however big, is removed
-while other clients are answered."""
+descriptors. An earlier generation's workspace, however big, is removed,
+and a big file uploaded or downloaded, while other clients are answered."""
+import hashlib
+import http.client
 import os
 import resource
 import signal
 import sys
 import threading
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
@@ -197,6 +200,125 @@ def test_a_big_leftover_workspace_is_removed_while_others_are_answered(state_dir
         # A fresh generation: nothing of the old workspace is left in it.
         assert again.exec("ls -A /workspace")["stdout"] == ""
         again.close()
+    finally:
+        assert d.stop() == 0
+        assert unmount_beneath(state_dir) == []
+
+
+class Others:
+    """Another client's requests, one after another, while the test does
+    something slow: which were sent and answered within a window."""
+
+    def __init__(self, daemon):
+        self.answered = []  # (sent, answered)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(daemon.client(),))
+        self.thread.start()
+        while not self.answered:
+            time.sleep(0.01)
+
+    def _run(self, client):
+        while not self.stop.is_set():
+            sent = time.monotonic()
+            client.health()
+            self.answered.append((sent, time.monotonic()))
+
+    def within(self, began, ended):
+        return len([a for a in self.answered if began < a[0] and a[1] < ended])
+
+    def join(self):
+        self.stop.set()
+        self.thread.join()
+
+
+def test_a_big_file_is_hashed_and_read_while_others_are_answered(state_dir):
+    # A 128 MB file, then one byte appended to it with the digest of the
+    # whole (which the daemon checks by reading the file again), then the
+    # file downloaded (read and hashed before the answer begins). Between
+    # each request and its answer another client's requests are answered.
+    # (On the daemon's loop, that work held every other request.)
+    d = Daemon(state_dir, "--prespawn-runs", "0")
+    try:
+        d.client().session("files")
+        data = os.urandom(1 << 20) * 128
+        url = urllib.parse.urlparse(d.url)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=300)
+        auth = {"Authorization": "Bearer " + d.token}
+        target = "/v1/sessions/files/files/big.bin"
+
+        def timed(method, path, body=None, headers=None):
+            conn.request(method, path, body=body, headers={**auth, **(headers or {})})
+            sent = time.monotonic()
+            response = conn.getresponse()
+            answered = time.monotonic()
+            return response, response.read(), sent, answered
+
+        put, body, _, _ = timed("PUT", target, data)
+        assert put.status == 201, body
+        data += b"!"
+        digest = hashlib.sha256(data).hexdigest()
+        others = Others(d)
+        put, body, put_sent, put_answered = timed(
+            "PUT", f"{target}?offset={len(data) - 1}", b"!", {"X-Content-SHA256": digest})
+        got, got_body, got_sent, got_answered = timed("GET", target)
+        others.join()
+        assert put.status == 200, body
+        assert got.status == 200 and got.getheader("X-Content-SHA256") == digest
+        assert hashlib.sha256(got_body).hexdigest() == digest
+        during_put = others.within(put_sent, put_answered)
+        during_get = others.within(got_sent, got_answered)
+        assert during_put >= 10, (f"{during_put} answered in the {put_answered - put_sent:.3f} s "
+                                  "the append took")
+        assert during_get >= 10, (f"{during_get} answered in the {got_answered - got_sent:.3f} s "
+                                  "the download took to be answered")
+    finally:
+        assert d.stop() == 0
+        assert unmount_beneath(state_dir) == []
+
+
+def test_a_close_during_a_big_transfer_answers_both_and_leaves_nothing(state_dir):
+    # The append of one byte to a 128 MB file with the whole file's digest
+    # (read again on a worker) while the session is deleted: the append is
+    # answered first, and done; the delete once the workspace is gone, and
+    # then no workspace, image or mount of the session is left. (A close
+    # waits for the transfers under way; here the close's own unmount
+    # takes longer than the append, so the order alone does not show it.)
+    d = Daemon(state_dir, "--prespawn-runs", "0")
+    try:
+        c = d.client()
+        c.session("gone")
+        data = os.urandom(1 << 20) * 128
+        url = urllib.parse.urlparse(d.url)
+        auth = {"Authorization": "Bearer " + d.token}
+        target = "/v1/sessions/gone/files/big.bin"
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=300)
+        conn.request("PUT", target, body=data, headers=auth)
+        first = conn.getresponse()
+        assert first.status == 201, first.read()
+        first.read()
+        # Written out, so that the close's unmount has nothing to flush.
+        assert c.session("gone").exec("sync; echo synced")["stdout"] == "synced\n"
+        digest = hashlib.sha256(data + b"!").hexdigest()
+        conn.request("PUT", f"{target}?offset={len(data)}", body=b"!",
+                     headers={**auth, "X-Content-SHA256": digest})
+        closed = {}
+
+        def delete():
+            closed["view"] = c.request("DELETE", "/v1/sessions/gone")
+            closed["at"] = time.monotonic()
+
+        deleter = threading.Thread(target=delete)
+        deleter.start()
+        put = conn.getresponse()
+        put_at = time.monotonic()
+        put_body = put.read()
+        deleter.join()
+        assert put.status == 200, put_body
+        assert closed["view"]["state"] == "closed", closed
+        assert put_at < closed["at"], "the delete was answered before the append it waited for"
+        workspaces = os.path.join(state_dir, "workspaces")
+        assert [n for n in os.listdir(workspaces) if n.startswith("gone")] == []
+        assert [m for m in mounts_beneath(state_dir) if "/workspaces/gone" in m] == []
     finally:
         assert d.stop() == 0
         assert unmount_beneath(state_dir) == []
