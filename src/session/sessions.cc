@@ -387,10 +387,10 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   // An earlier generation's workspace left on disk (kept by its close, or
   // a lost one not reused) goes cold: removing it can take seconds (its
   // files, its image's unmount), and only a worker may spend them.
-  const std::string old_workspace = WorkspacePath(options_.state_dir, id);
+  const std::string workspace = WorkspacePath(options_.state_dir, id);
   struct stat leftover {};
-  const bool has_leftover = ::lstat(old_workspace.c_str(), &leftover) == 0 ||
-                            ::lstat((old_workspace + ".img").c_str(), &leftover) == 0;
+  const bool has_leftover = ::lstat(workspace.c_str(), &leftover) == 0 ||
+                            ::lstat((workspace + ".img").c_str(), &leftover) == 0;
   if (!reuse && !has_leftover && MatchesPool(request.kind, spec)) {
     auto warm = std::make_unique<Session>();
     warm->generation = s ? s->generation + 1 : 1;
@@ -411,7 +411,6 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
   // Cold: its workspace is made (and bounded: a loop image takes tens of
   // milliseconds) and its runtime launched on a worker; the loop attaches
   // it. Creates of the same id meanwhile wait for it.
-  const std::string workspace = WorkspacePath(options_.state_dir, id);
   spec.workspace = workspace;
   spec.isolation.workspace_made = true;
   spec.owner = "session:" + id;
