@@ -238,8 +238,8 @@ sys::Result<size_t> Sessions::Forget(int64_t before_ms, int64_t limit) {
     if (it == sessions_.end()) continue;
     const Session& s = *it->second;
     if ((s.state == "closed" || s.state == "invalidated") && !s.closing && !s.runtime &&
-        s.queue.empty() && s.create_waiters.empty() && s.delete_waiters.empty() &&
-        s.restart_waiters.empty()) {
+        s.file_operations == 0 && s.queue.empty() && s.create_waiters.empty() &&
+        s.delete_waiters.empty() && s.restart_waiters.empty()) {
       sessions_.erase(it);
     }
   }
@@ -881,13 +881,13 @@ void Sessions::WithWorkspace(const std::string& id, std::function<void(int works
   Offload([fd = std::make_shared<sys::UniqueFd>(std::move(*fd)),
            work = std::move(work)] { work(fd->get()); },
           [this, id, generation = s->generation, done = std::move(done)] {
-            if (Session* s = Current(id, generation); s && --s->file_operations == 0) {
-              if (s->close_pending) {
-                s->close_pending = false;
-                Close(*s);
-              }
-            }
+            // Answered first: a close it held is answered after it.
             done(std::nullopt);
+            Session* s = Current(id, generation);
+            if (s && --s->file_operations == 0 && s->close_pending) {
+              s->close_pending = false;
+              Close(*s);
+            }
           });
 }
 
