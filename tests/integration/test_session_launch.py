@@ -216,37 +216,57 @@ def test_a_big_leftover_workspace_is_removed_while_others_are_answered(state_dir
         assert unmount_beneath(state_dir) == []
 
 
+class BigFile:
+    """A 128 MB file uploaded to a session's workspace over a connection of
+    its own, then requests about it on that connection, timed."""
+
+    def __init__(self, daemon, session_id):
+        url = urllib.parse.urlparse(daemon.url)
+        self.conn = http.client.HTTPConnection(url.hostname, url.port, timeout=300)
+        self.auth = {"Authorization": "Bearer " + daemon.token}
+        self.target = f"/v1/sessions/{session_id}/files/big.bin"
+        self.data = os.urandom(1 << 20) * 128
+        put, body, _, _ = self.timed("PUT", self.target, self.data)
+        assert put.status == 201, body
+
+    def send_append(self):
+        """Sends the append of one byte with the whole file's digest, which
+        the daemon checks by reading the file again; returns when sent."""
+        self.data += b"!"
+        digest = hashlib.sha256(self.data).hexdigest()
+        self.conn.request("PUT", f"{self.target}?offset={len(self.data) - 1}", body=b"!",
+                          headers={**self.auth, "X-Content-SHA256": digest})
+        return time.monotonic()
+
+    def answer(self):
+        """The answer to what was sent: (response, its body, when it came)."""
+        response = self.conn.getresponse()
+        answered = time.monotonic()
+        return response, response.read(), answered
+
+    def timed(self, method, path, body=None):
+        self.conn.request(method, path, body=body, headers=self.auth)
+        sent = time.monotonic()
+        response, read, answered = self.answer()
+        return response, read, sent, answered
+
+
 def test_a_big_file_is_hashed_and_read_while_others_are_answered(state_dir):
     # A 128 MB file, then one byte appended to it with the digest of the
-    # whole (which the daemon checks by reading the file again), then the
-    # file downloaded (read and hashed before the answer begins). Between
-    # each request and its answer another client's requests are answered.
-    # (On the daemon's loop, that work held every other request.)
+    # whole, then the file downloaded (read and hashed before the answer
+    # begins). Between each request and its answer another client's
+    # requests are answered. (On the daemon's loop, that work held every
+    # other request.)
     d = Daemon(state_dir, "--prespawn-runs", "0")
     try:
         d.client().session("files")
-        data = os.urandom(1 << 20) * 128
-        url = urllib.parse.urlparse(d.url)
-        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=300)
-        auth = {"Authorization": "Bearer " + d.token}
-        target = "/v1/sessions/files/files/big.bin"
-
-        def timed(method, path, body=None, headers=None):
-            conn.request(method, path, body=body, headers={**auth, **(headers or {})})
-            sent = time.monotonic()
-            response = conn.getresponse()
-            answered = time.monotonic()
-            return response, response.read(), sent, answered
-
-        put, body, _, _ = timed("PUT", target, data)
-        assert put.status == 201, body
-        data += b"!"
-        digest = hashlib.sha256(data).hexdigest()
+        f = BigFile(d, "files")
         others = Others(d)
-        put, body, put_sent, put_answered = timed(
-            "PUT", f"{target}?offset={len(data) - 1}", b"!", {"X-Content-SHA256": digest})
-        got, got_body, got_sent, got_answered = timed("GET", target)
+        put_sent = f.send_append()
+        put, body, put_answered = f.answer()
+        got, got_body, got_sent, got_answered = f.timed("GET", f.target)
         others.join()
+        digest = hashlib.sha256(f.data).hexdigest()
         assert put.status == 200, body
         assert got.status == 200 and got.getheader("X-Content-SHA256") == digest
         assert hashlib.sha256(got_body).hexdigest() == digest
@@ -263,29 +283,17 @@ def test_a_big_file_is_hashed_and_read_while_others_are_answered(state_dir):
 
 def test_a_close_during_a_big_transfer_answers_both_and_leaves_nothing(state_dir):
     # The append of one byte to a 128 MB file with the whole file's digest
-    # (read again on a worker) while the session is deleted: the append is
-    # answered first, and done; the delete once the workspace is gone, and
-    # then no workspace, image or mount of the session is left. (A close
-    # waits for the transfers under way; here the close's own unmount
-    # takes longer than the append, so the order alone does not show it.)
+    # while the session is deleted: the append is answered first, and done;
+    # the delete once the workspace is gone, and then no workspace, image
+    # or mount of the session is left. (A close waits for the transfers
+    # under way; here the close's own unmount takes longer than the append,
+    # so the order alone does not show that it does.)
     d = Daemon(state_dir, "--prespawn-runs", "0")
     try:
         c = d.client()
         c.session("gone")
-        data = os.urandom(1 << 20) * 128
-        url = urllib.parse.urlparse(d.url)
-        auth = {"Authorization": "Bearer " + d.token}
-        target = "/v1/sessions/gone/files/big.bin"
-        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=300)
-        conn.request("PUT", target, body=data, headers=auth)
-        first = conn.getresponse()
-        assert first.status == 201, first.read()
-        first.read()
-        # Written out, so that the close's unmount has nothing to flush.
-        assert c.session("gone").exec("sync; echo synced")["stdout"] == "synced\n"
-        digest = hashlib.sha256(data + b"!").hexdigest()
-        conn.request("PUT", f"{target}?offset={len(data)}", body=b"!",
-                     headers={**auth, "X-Content-SHA256": digest})
+        f = BigFile(d, "gone")
+        f.send_append()
         closed = {}
 
         def delete():
@@ -294,9 +302,7 @@ def test_a_close_during_a_big_transfer_answers_both_and_leaves_nothing(state_dir
 
         deleter = threading.Thread(target=delete)
         deleter.start()
-        put = conn.getresponse()
-        put_at = time.monotonic()
-        put_body = put.read()
+        put, put_body, put_at = f.answer()
         deleter.join()
         assert put.status == 200, put_body
         assert closed["view"]["state"] == "closed", closed
