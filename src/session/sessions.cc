@@ -145,7 +145,7 @@ nlohmann::json Sessions::View(const Session& s) const {
   return view;
 }
 
-void Sessions::Record(Session& s) {
+sys::Result<void> Sessions::Record(Session& s) {
   store::SessionRecord r;
   r.id = s.id;
   r.generation = s.generation;
@@ -157,9 +157,20 @@ void Sessions::Record(Session& s) {
   r.problem = s.problem;
   r.created_at_ms = s.created_at_ms;
   r.updated_at_ms = store::NowMs();
-  if (auto put = store_.PutSession(r); !put) {
-    Log("store_error", s, {{"error", put.error().message()}});
-  }
+  auto put = store_.PutSession(r);
+  if (!put) Log("store_error", s, {{"error", put.error().message()}});
+  return put;
+}
+
+Error Sessions::Unrecorded(Session& s, const sys::Error& why, bool keep_workspace) {
+  // Unrecorded, it would be unknown to the next daemon after a crash: not
+  // `lost`, its workspace swept by the next create of its id.
+  const std::string message = "the session could not be recorded: " + why.message();
+  s.problem = {{"message", message}};
+  s.closing = true;
+  s.keep_workspace = keep_workspace;
+  s.runtime->Kill();
+  return Error{Kind::kInternal, "session " + s.id + ": " + message, "", nullptr};
 }
 
 void Sessions::Log(const std::string& event, const Session& s, nlohmann::json fields) {
@@ -266,7 +277,11 @@ Sessions::MadeRuntime Sessions::Launch(const std::string& kind, const std::strin
 
 std::optional<Error> Sessions::StartRuntime(Session& s) {
   s.starting_since = Clock::now();
-  return Started(s, Attached(Launch(s.kind, s.id, s.spec, EventsOf(s.id, s.generation))));
+  auto failed = Started(s, Attached(Launch(s.kind, s.id, s.spec, EventsOf(s.id, s.generation))));
+  // A restart: the generation has its record already, which a failure
+  // here leaves as it was.
+  if (!failed) (void)Record(s);
+  return failed;
 }
 
 std::optional<Error> Sessions::Started(Session& s, MadeRuntime runtime) {
@@ -275,7 +290,6 @@ std::optional<Error> Sessions::Started(Session& s, MadeRuntime runtime) {
   s.grant_id = s.runtime->grant_id();
   s.state = "starting";
   s.problem = nullptr;
-  Record(s);
   return std::nullopt;
 }
 
@@ -398,13 +412,15 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     if (TakeWarm(request.kind, id, warm, ttl_ms)) {
       Session& session = *warm;
       sessions_[id] = std::move(warm);
-      Record(session);
-      if (observer_.ready) observer_.ready(std::chrono::microseconds(0));
-      Log("session_ready", session, {{"warm", true}});
       // The pool refills on the next turn of the loop, not before this
       // answer: a refill bounds a workspace (a loop image mounted, ~30 ms)
       // and launches a runtime, which a warm hand-out must not wait for.
       tick_->Set(std::chrono::milliseconds(1), [this] { Tick(); });
+      if (auto recorded = Record(session); !recorded) {
+        return done(std::unexpected(Unrecorded(session, recorded.error(), false)));
+      }
+      if (observer_.ready) observer_.ready(std::chrono::microseconds(0));
+      Log("session_ready", session, {{"warm", true}});
       return done(Created{View(session), true});
     }
   }
@@ -470,6 +486,9 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
           }
           if (!reuse) (void)RemoveWorkspace(options_.state_dir, id);
           return answer(std::unexpected(*failed));
+        }
+        if (auto recorded = Record(session); !recorded) {
+          return answer(std::unexpected(Unrecorded(session, recorded.error(), reuse)));
         }
         Log("session_starting", session, {{"workspace_reused", reuse}});
         session.create_waiters.push_back(std::move(done));

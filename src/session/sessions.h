@@ -230,7 +230,11 @@ class Sessions final {
   Session* Current(const std::string& id, int64_t generation);
   static std::optional<uint64_t> OomKills(const Session& s);
   nlohmann::json View(const Session& s) const;
-  void Record(Session& s);
+  // Writes s's record; a failure is logged and returned.
+  sys::Result<void> Record(Session& s);
+  // A new generation whose first record could not be written (`why`): the
+  // create fails, and its runtime and workspace go as in a close.
+  Error Unrecorded(Session& s, const sys::Error& why, bool keep_workspace);
   void Log(const std::string& event, const Session& s, nlohmann::json fields = {});
   using MadeRuntime = std::expected<std::unique_ptr<Runtime>, contain::AdmitError>;
   // What a runtime of session `id`'s generation `generation` tells it.
@@ -252,7 +256,8 @@ class Sessions final {
                    const contain::Spec& spec, Runtime::Events events, const std::string& kind);
   // Launches s's runtime here, on the loop (a restart), then Started.
   std::optional<Error> StartRuntime(Session& s);
-  // Makes `runtime` s's, starting (recorded), or says why there is none.
+  // Makes `runtime` s's, starting (not yet recorded), or says why there is
+  // none.
   std::optional<Error> Started(Session& s, MadeRuntime runtime);
   void OnReady(const std::string& id, int64_t generation);
   void OnEnded(const std::string& id, int64_t generation, Runtime::Ended ended);

@@ -3,8 +3,13 @@ against a real daemon and its real store: a shell session whose request
 declares nothing of its own gets a shell that was started, in its sandbox
 and under the default bounds, before the request came; no pooled shell is
 ever handed to two sessions; a crash leaves nothing of the pool running."""
+import errno
 import os
+import sqlite3
+import subprocess
 import sys
+
+import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
@@ -17,6 +22,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     still_running,
     grant_row,
     store_query,
+    unmount_beneath,
     wait_for,
 )
 
@@ -148,3 +154,78 @@ def test_prespawn_shells_0_starts_every_shell_on_request_and_bad_values_are_refu
         assert s.exec("echo hi")["stdout"] == "hi\n"
     finally:
         assert d.stop() == 0
+
+
+def fill(path):
+    """Appends to `path` until its filesystem is full (ENOSPC)."""
+    block = b"\0" * (1 << 20)
+    with open(path, "ab", buffering=0) as f:
+        for size in (1 << 20, 4096, 512):
+            while True:
+                try:
+                    f.write(block[:size])
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    break
+
+
+def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tmp_path):
+    """The state directory's filesystem full as a warm shell is handed out:
+    the shell's grant was recorded when the pool started it, but the
+    session's own record cannot be written. Unrecorded, the session would
+    be unknown to the next daemon after a crash (not `lost`, its files
+    swept by the next create of its id), so the create is refused, 507
+    naming the cause, and the shell and its workspace go."""
+    # The state directory is the filesystem (the daemon's log is beside it).
+    image, state = tmp_path / "state.img", tmp_path / "daemon" / "state"
+    state.mkdir(parents=True)
+    subprocess.run(["truncate", "-s", "64M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(state)], check=True)
+    d = None
+    try:
+        d = Daemon(state)
+        require_namespaces(d)
+        c = d.client()
+        wait_for(lambda: warm(c) == 2, within=30)
+        waiting = pool_grants(state)
+        # What the store writes next needs new blocks: its write-ahead log
+        # is emptied first. Then one block is left: enough for the
+        # directory the warm workspace moves to, not for a page of the log.
+        db = sqlite3.connect(str(state / "cordon.db"), timeout=30)
+        try:
+            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        finally:
+            db.close()
+        filler = state / "filler"
+        fill(filler)
+        block = os.statvfs(state).f_bsize
+        os.truncate(filler, os.path.getsize(filler) // block * block - block)
+
+        r = requests.post(f"{d.url}/v1/sessions", json={"id": "w", "kind": "shell"},
+                          headers={"Authorization": f"Bearer {d.token}"}, timeout=60)
+        assert r.status_code == 507, r.text
+        error = r.json()["error"]
+        assert error["code"] == "insufficient_storage", error
+        assert "could not be recorded" in error["message"], error
+        # The shell handed out is torn down, verified, and its workspace goes.
+        # (Its grant's release cannot be recorded either: its process is
+        # what tells.) The other pool shell runs on.
+        wait_for(lambda: sum(not still_running(i) for i in waiting.values()) == 1, within=30)
+        wait_for(lambda: c.request("GET", "/v1/sessions/w")["state"] == "closed", within=30)
+        assert not os.path.exists(state / "workspaces" / "w")
+        assert not os.path.exists(state / "workspaces" / "w.img")
+        # Recorded, if at all, as closed (the workspace's removal made room).
+        assert store_query(state, "SELECT state FROM sessions WHERE id = 'w'") in (
+            [], [("closed",)])
+
+        # Room again: the same id is created, recorded, and works.
+        os.unlink(filler)
+        w = c.session("w")
+        assert w.exec("echo here")["stdout"] == "here\n"
+        assert store_query(state, "SELECT state FROM sessions WHERE id = 'w'") == [("ready",)]
+    finally:
+        if d is not None:
+            assert d.stop() == 0
+        assert unmount_beneath(state) == []  # the workspaces' images, then the filesystem
