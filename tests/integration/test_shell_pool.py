@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
@@ -170,13 +171,16 @@ def fill(path):
                     break
 
 
-def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tmp_path):
-    """The state directory's filesystem full as a warm shell is handed out:
-    the shell's grant was recorded when the pool started it, but the
+@pytest.mark.parametrize("kind", ["shell", "python"])
+def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tmp_path, kind):
+    """The state directory's filesystem full as a warm shell or kernel is
+    handed out: its grant was recorded when the pool started it, but the
     session's own record cannot be written. Unrecorded, the session would
     be unknown to the next daemon after a crash (not `lost`, its files
     swept by the next create of its id), so the create is refused, 507
-    naming the cause, and the shell and its workspace go."""
+    naming the cause, and the runtime and its workspace go."""
+    options, pool, size = (("--prespawn", "1"), "kernels_warm", 1) if kind == "python" else (
+        (), "shells_warm", 2)
     # The state directory is the filesystem (the daemon's log is beside it).
     image, state = tmp_path / "state.img", tmp_path / "daemon" / "state"
     state.mkdir(parents=True)
@@ -185,10 +189,11 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
     subprocess.run(["mount", "-o", "loop", str(image), str(state)], check=True)
     d = None
     try:
-        d = Daemon(state)
+        d = Daemon(state, *options)
         require_namespaces(d)
         c = d.client()
-        wait_for(lambda: warm(c) == 2, within=30)
+        # Back long before this bound: a kernel is ready in about a second.
+        wait_for(lambda: c.health()[pool] == size, within=60)
         waiting = pool_grants(state)
         # What the store writes next needs new blocks: its write-ahead log
         # is emptied first. Then one block is left: enough for the
@@ -203,15 +208,18 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
         block = os.statvfs(state).f_bsize
         os.truncate(filler, os.path.getsize(filler) // block * block - block)
 
-        r = requests.post(f"{d.url}/v1/sessions", json={"id": "w", "kind": "shell"},
-                          headers={"Authorization": f"Bearer {d.token}"}, timeout=60)
+        def create():
+            return requests.post(f"{d.url}/v1/sessions", json={"id": "w", "kind": kind},
+                                 headers={"Authorization": f"Bearer {d.token}"}, timeout=60)
+
+        r = create()
         assert r.status_code == 507, r.text
         error = r.json()["error"]
         assert error["code"] == "insufficient_storage", error
         assert "could not be recorded" in error["message"], error
         # The shell handed out is torn down, verified, and its workspace goes.
         # (Its grant's release cannot be recorded either: its process is
-        # what tells.) The other pool shell runs on.
+        # what tells.) The rest of the pool runs on.
         wait_for(lambda: sum(not still_running(i) for i in waiting.values()) == 1, within=30)
         wait_for(lambda: c.request("GET", "/v1/sessions/w")["state"] == "closed", within=30)
         assert not os.path.exists(state / "workspaces" / "w")
@@ -220,10 +228,10 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
         assert store_query(state, "SELECT state FROM sessions WHERE id = 'w'") in (
             [], [("closed",)])
 
-        # Room again: the same id is created, recorded, and works.
+        # Room again: the same id is created and recorded.
         os.unlink(filler)
-        w = c.session("w")
-        assert w.exec("echo here")["stdout"] == "here\n"
+        r = create()
+        assert r.status_code == 201 and r.json()["state"] == "ready", r.text
         assert store_query(state, "SELECT state FROM sessions WHERE id = 'w'") == [("ready",)]
     finally:
         if d is not None:
