@@ -32,7 +32,6 @@ Usage: bench/full_disk.py [--size-mib 64]
 (CORDON_BINARY names the binary; default build/cordon. Needs root: mount.)"""
 import argparse
 import collections
-import errno
 import hashlib
 import os
 import shutil
@@ -51,7 +50,12 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
-from daemon_support import Daemon, remove_cgroup_root, unmount_beneath  # noqa: E402
+from daemon_support import (  # noqa: E402
+    Daemon,
+    fill_filesystem as fill,
+    remove_cgroup_root,
+    unmount_beneath,
+)
 
 CORDON = os.environ.get("CORDON_BINARY", os.path.join(ROOT, "build", "cordon"))
 ANSWER_WITHIN = 30.0
@@ -177,22 +181,6 @@ def integrity(state):
         return db.execute("PRAGMA integrity_check").fetchone()[0]
     finally:
         db.close()
-
-
-def fill(path):
-    """Appends to `path` until the filesystem is full; returns what it wrote."""
-    block = b"\0" * MiB
-    written = 0
-    with open(path, "ab", buffering=0) as f:
-        for size in (MiB, 4096, 512):
-            while True:
-                try:
-                    written += f.write(block[:size])
-                except OSError as e:
-                    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-                        raise
-                    break
-    return written
 
 
 def summarize(results):

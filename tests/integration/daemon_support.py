@@ -2,6 +2,7 @@
 and cgroup helpers they check processes with. Only processes the tests
 started are looked at or signalled (by pid); nothing is found by name."""
 import atexit
+import errno
 import functools
 import json
 import os
@@ -593,6 +594,23 @@ def mounts_beneath(path):
             if target == path or target.startswith(path + "/"):
                 found.append(target)
     return sorted(set(found), key=len, reverse=True)
+
+
+def fill_filesystem(path):
+    """Appends to the file `path` until its filesystem is full (ENOSPC or
+    EDQUOT); returns how many bytes it wrote."""
+    block = b"\0" * (1 << 20)
+    written = 0
+    with open(path, "ab", buffering=0) as f:
+        for size in (1 << 20, 4096, 512):
+            while True:
+                try:
+                    written += f.write(block[:size])
+                except OSError as e:
+                    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    break
+    return written
 
 
 def unmount_beneath(path):

@@ -3,7 +3,6 @@ against a real daemon and its real store: a shell session whose request
 declares nothing of its own gets a shell that was started, in its sandbox
 and under the default bounds, before the request came; no pooled shell is
 ever handed to two sessions; a crash leaves nothing of the pool running."""
-import errno
 import os
 import sqlite3
 import subprocess
@@ -17,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients"
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
+    fill_filesystem,
     pids_in_cgroup_tree,
     require_namespaces,
     assert_count_option_refused,
@@ -157,20 +157,6 @@ def test_prespawn_shells_0_starts_every_shell_on_request_and_bad_values_are_refu
         assert d.stop() == 0
 
 
-def fill(path):
-    """Appends to `path` until its filesystem is full (ENOSPC)."""
-    block = b"\0" * (1 << 20)
-    with open(path, "ab", buffering=0) as f:
-        for size in (1 << 20, 4096, 512):
-            while True:
-                try:
-                    f.write(block[:size])
-                except OSError as e:
-                    if e.errno != errno.ENOSPC:
-                        raise
-                    break
-
-
 @pytest.mark.parametrize("kind", ["shell", "python"])
 def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tmp_path, kind):
     """The state directory's filesystem full as a warm shell or kernel is
@@ -204,7 +190,7 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
         finally:
             db.close()
         filler = state / "filler"
-        fill(filler)
+        fill_filesystem(filler)
         block = os.statvfs(state).f_bsize
         os.truncate(filler, os.path.getsize(filler) // block * block - block)
 
