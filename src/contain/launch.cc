@@ -804,7 +804,13 @@ sys::Result<Launched> Launch(const LaunchRequest& request) {
   auto finish = [&]() -> sys::Result<void> {
     // The child is ours and unreaped, so its pid cannot be recycled yet.
     CORDON_ASSIGN_OR_RETURN(launched.identity, proc::ReadIdentity(launched.pidfd.pid()));
-    if (request.on_started) request.on_started(launched.identity, launched.pgid);
+    if (request.on_started) {
+      auto recorded = request.on_started(launched.identity, launched.pgid);
+      // Unrecorded, nothing would find the tree after a crash.
+      if (!recorded && await_record) {
+        return std::unexpected(recorded.error().Context("record the process"));
+      }
+    }
     go();  // recorded
     launched.sandbox = namespaced ? sandbox : nullptr;
     if (request.wait_for_exec && !request.park) {

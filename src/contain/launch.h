@@ -91,7 +91,9 @@ struct LaunchRequest {
   // finds the tree again after a supervisor's crash: the child then waits
   // for this call to return before it runs anything of the command (or
   // starts building a sandbox), and gives up if the supervisor dies first.
-  std::function<void(const proc::Identity&, pid_t pgid)> on_started;
+  // There, a failure is the launch's: the child is killed before it runs
+  // anything, and Launch fails. Elsewhere it is the caller's to report.
+  std::function<sys::Result<void>(const proc::Identity&, pid_t pgid)> on_started;
   // Isolation, prepared by the caller (null: none). With namespaces the
   // main process is the pid namespace's init, and the command its child.
   Sandbox* sandbox = nullptr;

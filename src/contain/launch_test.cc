@@ -177,11 +177,36 @@ TEST(LaunchTest, WithoutACgroupNothingRunsBeforeTheProcessIsRecorded) {
     // waited.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     ran_while_recording = std::filesystem::exists(marker);
+    return sys::Result<void>{};
   };
   Finished f = LaunchAndWait(r);
   EXPECT_FALSE(f.launched.setup_error);
   EXPECT_FALSE(ran_while_recording);
   EXPECT_TRUE(std::filesystem::exists(marker));
+}
+
+// There, a process that cannot be recorded (the store's filesystem full)
+// is one nothing could find after a crash: it never runs.
+TEST(LaunchTest, WithoutACgroupAProcessThatCannotBeRecordedNeverRuns) {
+  testing::TempDir dir;
+  const std::string marker = dir.path() + "/ran";
+  LaunchRequest r;
+  r.argv = {"/bin/sh", "-c", "touch " + marker};
+  pid_t child = 0;
+  r.on_started = [&](const proc::Identity& identity, pid_t) -> sys::Result<void> {
+    child = identity.pid;
+    return sys::Fail("the store is full", ENOSPC);
+  };
+  auto launched = Launch(r);
+  ASSERT_FALSE(launched);
+  EXPECT_NE(launched.error().message().find("record the process"), std::string::npos)
+      << launched.error().message();
+  EXPECT_EQ(launched.error().errno_value(), ENOSPC);
+  // Killed and reaped before Launch returned: it cannot run later either.
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(::waitpid(child, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_FALSE(std::filesystem::exists(marker));
 }
 
 TEST(LaunchTest, WithoutACgroupASupervisorThatDiesBeforeTheRecordLeavesNothingRunning) {
@@ -199,6 +224,7 @@ TEST(LaunchTest, WithoutACgroupASupervisorThatDiesBeforeTheRecordLeavesNothingRu
     r.on_started = [&](const proc::Identity& identity, pid_t) {
       (void)!::write(report[1], &identity.pid, sizeof identity.pid);
       ::_exit(0);  // killed before its record is written
+      return sys::Result<void>{};
     };
     (void)Launch(r);
     ::_exit(1);
@@ -270,6 +296,7 @@ TEST_F(SandboxLaunchTest, WithoutACgroupNothingIsBuiltBeforeTheInitIsRecorded) {
   r.on_started = [&](const proc::Identity&, pid_t) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     ran_while_recording = std::filesystem::exists(work_ / "made");
+    return sys::Result<void>{};
   };
   Finished f = LaunchAndWait(r);
   EXPECT_FALSE(f.launched.setup_error);

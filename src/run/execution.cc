@@ -197,11 +197,13 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
 
   // Recorded while the child sets itself up (the store write is one of
   // the slower parts of a run).
-  request.on_started = [this](const proc::Identity& identity, pid_t pgid) {
-    if (auto recorded = store_.RecordStart(grant_.id, identity, pgid); !recorded) {
+  request.on_started = [this](const proc::Identity& identity, pid_t pgid) -> sys::Result<void> {
+    auto recorded = store_.RecordStart(grant_.id, identity, pgid);
+    if (!recorded) {
       result_.warnings.push_back("the grant's process could not be recorded in the store: " +
                                  recorded.error().message());
     }
+    return recorded;
   };
   auto launched = prepared ? contain::Launch(request)
                            : sys::Result<contain::Launched>(std::unexpected(prepared.error()));
