@@ -109,13 +109,11 @@ void ServeFiles(session::Sessions& sessions, uint64_t max_file_bytes,
         return NotAllowed("files take GET, HEAD, PUT and DELETE", "GET, HEAD, PUT, DELETE")(*ex);
     }
   }
-  auto answer = std::make_shared<Answer>();
-  sessions.WithWorkspace(
-      PercentDecode(seg[2]), [answer, work = std::move(work)](int fd) { *answer = work(fd); },
-      [answer, ex](std::optional<session::Error> unusable) {
-        if (unusable) return ex->RespondError(FromSession(*unusable));
-        (*answer)(*ex);
-      });
+  sessions.WithWorkspace<Answer>(PercentDecode(seg[2]), std::move(work),
+                                 [ex](session::Outcome<Answer> answer) {
+                                   if (!answer) return Failed(answer.error())(*ex);
+                                   (*answer)(*ex);
+                                 });
 }
 
 }  // namespace cordon::api

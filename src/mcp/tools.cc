@@ -351,13 +351,12 @@ void SessionList(Engine& engine, const Call& /*call*/, const json& args, ToolDon
 // its result, or why the session could not be used, on the loop.
 void OnWorkspace(Engine& engine, const std::string& id, ToolDone done,
                  std::function<json(int workspace_fd)> work) {
-  auto result = std::make_shared<json>();
-  engine.sessions.WithWorkspace(
-      id, [result, work = std::move(work)](int fd) { *result = work(fd); },
-      [result, done = std::move(done)](std::optional<session::Error> unusable) {
-        if (unusable) return done(ToolError(Describe(*unusable)));
-        done(std::move(*result));
-      });
+  engine.sessions.WithWorkspace<json>(id, std::move(work),
+                                      [done = std::move(done)](session::Outcome<json> result) {
+                                        if (!result)
+                                          return done(ToolError(Describe(result.error())));
+                                        done(std::move(*result));
+                                      });
 }
 
 void FileWrite(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {

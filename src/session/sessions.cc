@@ -885,8 +885,8 @@ size_t Sessions::live(const std::string& kind) const {
   }));
 }
 
-void Sessions::WithWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
-                             std::function<void(std::optional<Error> unusable)> done) {
+void Sessions::OnWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
+                           std::function<void(std::optional<Error> unusable)> done) {
   Session* s = Find(id);
   if (!s) return done(Error{Kind::kNotFound, "no session " + id, "", nullptr});
   if (auto e = Unusable(*s)) return done(*e);

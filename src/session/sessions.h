@@ -143,12 +143,21 @@ class Sessions final {
   // Runs `work` with the workspace of live session `id` (an O_PATH
   // descriptor of its directory; the session is marked used) on a worker
   // thread: a file's bytes are hashed, written and read there, never on
-  // the loop. `done` follows on the loop with why it could not run, or
-  // none once it has. A close of the session meanwhile waits for it, so
+  // the loop. `done` follows on the loop with what `work` made, or why it
+  // could not run. A close of the session meanwhile waits for it, so
   // nothing removes the workspace under it, and the id is not created
   // again until it is done.
-  void WithWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
-                     std::function<void(std::optional<Error> unusable)> done);
+  template <typename T>
+  void WithWorkspace(const std::string& id, std::function<T(int workspace_fd)> work,
+                     std::function<void(Outcome<T>)> done) {
+    auto made = std::make_shared<std::optional<T>>();
+    OnWorkspace(
+        id, [made, work = std::move(work)](int fd) { made->emplace(work(fd)); },
+        [made, done = std::move(done)](std::optional<Error> unusable) {
+          if (unusable) return done(std::unexpected(std::move(*unusable)));
+          done(std::move(**made));
+        });
+  }
 
   // Tears every live session down (workspaces kept; the sessions are
   // closed). `done(all_dead)` once every teardown has been decided.
@@ -230,6 +239,9 @@ class Sessions final {
   Session* Current(const std::string& id, int64_t generation);
   static std::optional<uint64_t> OomKills(const Session& s);
   nlohmann::json View(const Session& s) const;
+  // WithWorkspace's work, which leaves what it makes to its caller.
+  void OnWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
+                   std::function<void(std::optional<Error> unusable)> done);
   // Writes s's record; a failure is logged and returned.
   sys::Result<void> Record(Session& s);
   // A new generation whose first record could not be written (`why`): the
