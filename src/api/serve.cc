@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
+#include <csignal>
 
 #include "api/log.h"
 #include "contain/cgroup_leaf.h"
@@ -97,7 +97,17 @@ int Serve(DaemonOptions options) {
   });
   io.run();
   daemon->reset();
+  IgnoreSignalsFromNowOn(signals);
   return status;
+}
+
+void IgnoreSignalsFromNowOn(boost::asio::signal_set& signals) {
+  // Letting go restores the default action (a kill), so they are ignored
+  // at once after.
+  boost::system::error_code ignored;
+  signals.clear(ignored);
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
 }
 
 }  // namespace cordon::api

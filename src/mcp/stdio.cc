@@ -6,7 +6,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <cerrno>
 #include <functional>
 #include <utility>
@@ -135,6 +134,7 @@ int ServeStdio(api::DaemonOptions options) {
   lines.Start();
   io.run();
   daemon->reset();
+  api::IgnoreSignalsFromNowOn(signals);
   return status;
 }
 

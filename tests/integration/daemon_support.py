@@ -574,7 +574,7 @@ def stop_amid(daemon, threads, ready):
             t.join(timeout=120)
     finally:
         status = daemon.stop()
-    assert status == 0
+    assert status == 0, f"the daemon exited {status}; see {daemon.log_path}"
     stopped = logged(daemon, "stopped")
     assert stopped and stopped[-1].get("all_dead") is True, stopped
 

@@ -351,6 +351,25 @@ def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
         _remove_tree(mount + CGROUP_ROOT)
 
 
+def test_signals_after_the_first_sigterm_do_not_change_how_the_daemon_exits(tmp_path):
+    # A service manager or an impatient operator may signal again while the
+    # daemon stops. Its stop still ends in exit 0 after a verified teardown:
+    # a later SIGTERM or SIGINT, however late in its exit, is not a kill.
+    d = Daemon(tmp_path / "state")
+    s = d.client().session("py-twice")
+    tree = _sandbox_tree(s.exec(PRINT_TREE)["stdout"])
+    d.proc.send_signal(signal.SIGTERM)
+    sent = 0
+    while d.proc.poll() is None:
+        d.proc.send_signal(signal.SIGTERM if sent % 2 == 0 else signal.SIGINT)
+        sent += 1
+        time.sleep(0.0005)
+    assert d.stop() == 0, f"after {sent} more signals"
+    assert sent > 0
+    assert not _any_running(tree)
+    assert _active_grants(str(tmp_path / "state")) == []
+
+
 def test_nothing_of_the_daemons_environment_reaches_a_session_or_run(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     monkeypatch.setenv("DATABASE_URL", "postgres://user:secret@db/x")
