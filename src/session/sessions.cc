@@ -275,13 +275,43 @@ Sessions::MadeRuntime Sessions::Launch(const std::string& kind, const std::strin
   return std::unique_ptr<Runtime>(std::move(*shell));
 }
 
-std::optional<Error> Sessions::StartRuntime(Session& s) {
+void Sessions::Relaunch(Session& s, const std::string& what) {
+  // Starting, without a runtime until the worker's is attached: execs
+  // queue, a create of its id or a restart waits for its ready, a delete
+  // waits for its launch.
+  s.state = "starting";
+  s.relaunching = true;
   s.starting_since = Clock::now();
-  auto failed = Started(s, Attached(Launch(s.kind, s.id, s.spec, EventsOf(s.id, s.generation))));
-  // A restart: the generation has its record already, which a failure
-  // here leaves as it was.
-  if (!failed) (void)Record(s);
-  return failed;
+  Offload(
+      [this, kind = s.kind, id = s.id, spec = s.spec, events = EventsOf(s.id, s.generation)] {
+        return Launch(kind, id, spec, events);
+      },
+      [this, id = s.id, generation = s.generation, what](MadeRuntime made) {
+        // Nothing replaces or forgets a session while it relaunches (a
+        // create of its id waits, a delete marks it closing, a stop waits
+        // for this).
+        Session* current = Current(id, generation);
+        if (!current) return;  // (the runtime, never attached, kills its tree)
+        Session& s = *current;
+        s.relaunching = false;
+        if (auto failed = Started(s, Attached(std::move(made)))) {
+          s.state = "invalidated";
+          s.problem = {{"message", what + " could not be restarted: " + failed->message}};
+          Record(s);
+          FailQueue(s, Error{Kind::kConflict, "session " + id + " is invalidated", "", s.problem});
+          if (s.closing) Close(s);  // a delete came meanwhile
+          return;
+        }
+        // The generation has its record already, which a failure here
+        // leaves as it was.
+        (void)Record(s);
+        if (stopping_ && !s.closing) {
+          // Launched as the daemon began to stop: it goes as the rest went.
+          s.closing = true;
+          s.keep_workspace = true;
+        }
+        if (s.closing) s.runtime->Kill();  // its end closes it
+      });
 }
 
 std::optional<Error> Sessions::Started(Session& s, MadeRuntime runtime) {
@@ -605,12 +635,7 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
     s->restarting = false;
     finish_exec(true, false);
     Log("session_restarting", *s);
-    if (auto failed = StartRuntime(*s)) {
-      s->state = "invalidated";
-      s->problem = {{"message", "the runtime could not be restarted: " + failed->message}};
-      Record(*s);
-      FailQueue(*s, Error{Kind::kConflict, "session " + id + " is invalidated", "", s->problem});
-    }
+    Relaunch(*s, "the runtime");
     return;
   }
   s->restarting = false;
@@ -618,12 +643,7 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
     // The command ended the shell (`exit 7`): a fresh one, same workspace.
     Log("shell_restarted", *s, {{"exit_code", ended.run.exit_code.value_or(-1)}});
     finish_exec(false, true);
-    if (auto failed = StartRuntime(*s)) {
-      s->state = "invalidated";
-      s->problem = {{"message", "the shell could not be restarted: " + failed->message}};
-      Record(*s);
-      FailQueue(*s, Error{Kind::kConflict, "session " + id + " is invalidated", "", s->problem});
-    }
+    Relaunch(*s, "the shell");
     return;
   }
   finish_exec(true, false);
@@ -802,13 +822,15 @@ void Sessions::Delete(const std::string& id, bool keep_workspace,
   if (s->state == "quarantined") {
     if (auto e = Unusable(*s)) return done(std::unexpected(*e));
   }
-  if (s->closing || (s->runtime && s->state != "quarantined" && s->state != "closed")) {
+  if (s->closing || s->relaunching ||
+      (s->runtime && s->state != "quarantined" && s->state != "closed")) {
     s->delete_waiters.push_back(std::move(done));
     if (!s->closing) {
       s->closing = true;
       s->keep_workspace = keep_workspace;
       Log("session_deleting", *s);
-      s->runtime->Kill();
+      // A runtime being relaunched is killed once it is launched.
+      if (s->runtime) s->runtime->Kill();
     }
     return;
   }

@@ -194,6 +194,7 @@ class Sessions final {
     std::vector<std::function<void(Outcome<nlohmann::json>)>> delete_waiters;
     std::vector<std::function<void(Outcome<nlohmann::json>)>> restart_waiters;
     bool restarting = false;
+    bool relaunching = false;  // its next runtime is being launched (Relaunch)
     bool closing = false;
     bool removing = false;       // its workspace is being removed (Close)
     int file_operations = 0;     // WithWorkspace's, under way on workers
@@ -266,8 +267,10 @@ class Sessions final {
   };
   Prepared Prepare(const std::string& id, const std::string& workspace, bool reuse,
                    const contain::Spec& spec, Runtime::Events events, const std::string& kind);
-  // Launches s's runtime here, on the loop (a restart), then Started.
-  std::optional<Error> StartRuntime(Session& s);
+  // A restart: a fresh runtime of s's generation, in its workspace,
+  // launched on a worker and attached on the loop; `what` ("the shell")
+  // names it where it cannot be.
+  void Relaunch(Session& s, const std::string& what);
   // Makes `runtime` s's, starting (not yet recorded), or says why there is
   // none.
   std::optional<Error> Started(Session& s, MadeRuntime runtime);

@@ -7,7 +7,9 @@ being made again is refused until it is, and a daemon stopped while
 sessions are being made answers each create and leaves no process, grant,
 cgroup or mount of them; nor does a create the daemon fails for want of
 descriptors. An earlier generation's workspace, however big, is removed,
-and a big file uploaded or downloaded, while other clients are answered."""
+and a big file uploaded or downloaded, while other clients are answered.
+A restarting shell's next one is launched on a worker too: a delete or a
+stop meanwhile closes the session and leaves nothing of it."""
 import hashlib
 import http.client
 import os
@@ -30,6 +32,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     stop_amid,
     store_query,
     unmount_beneath,
+    wait_for,
 )
 
 
@@ -313,3 +316,73 @@ def test_a_close_during_a_big_transfer_answers_both_and_leaves_nothing(state_dir
     finally:
         assert d.stop() == 0
         assert unmount_beneath(state_dir) == []
+
+
+def test_a_delete_while_a_shell_restarts_closes_it_and_leaves_nothing(state_dir):
+    # `exit 3` ends a session's shell; its next shell is launched on a
+    # worker once the exec is answered, and the delete sent right after
+    # lands while it is being launched or just after. Either way the delete
+    # is answered with the session closed, and nothing of it is left: the
+    # shell launched meanwhile is killed once it is, not left running.
+    d = Daemon(state_dir, "--prespawn-runs", "0", "--prespawn-shells", "0")
+    try:
+        c = d.client()
+        other = d.client()
+        for i in range(8):
+            s = c.session(f"restarting-{i}")
+            r = s.exec("exit 3")
+            assert r["exit_code"] == 3 and r["shell_restarted"] is True, r
+            closed = other.request("DELETE", f"/v1/sessions/restarting-{i}")
+            assert closed["state"] == "closed", closed
+            assert wait_for(lambda: active_grants(state_dir) == [], within=30), \
+                active_grants(state_dir)
+            assert pids_in_cgroup_tree(CGROUP_ROOT) == set()
+            assert [m for m in mounts_beneath(state_dir) if "/workspaces/restarting-" in m] == []
+        states = dict(store_query(state_dir, "SELECT id, state FROM sessions"))
+        assert set(states.values()) == {"closed"}, states
+        # The id is usable again, and a restart still gives a working shell.
+        again = c.session("restarting-0")
+        assert again.exec("exit 4")["shell_restarted"] is True
+        assert again.exec("echo back")["stdout"] == "back\n"
+        again.close()
+    finally:
+        assert d.stop() == 0
+        assert unmount_beneath(state_dir) == []
+
+
+def test_a_stop_while_shells_restart_answers_each_and_leaves_nothing(state_dir):
+    # Six sessions whose shells exit again and again (each next shell
+    # launched on a worker) while the daemon is stopped: every exec is
+    # answered, and no process, grant or mount of them is left.
+    d = Daemon(state_dir, "--prespawn-runs", "0", "--prespawn-shells", "0")
+    sessions = [d.client().session(f"loop-{i}") for i in range(6)]
+    restarted = threading.Event()
+    errors = []
+
+    def churn(s):
+        while True:
+            try:
+                r = s.exec("exit 5")
+            except (CordonError, OSError) as e:
+                errors.append(e)
+                return
+            if r["invalidated"]:
+                # Killed by the stop, or the exec went to a shell the stop
+                # was tearing down: told so, never left waiting.
+                continue
+            assert r["shell_restarted"] and r["exit_code"] == 5, r
+            restarted.set()
+
+    threads = [threading.Thread(target=churn, args=(s,)) for s in sessions]
+    stop_amid(d, threads, restarted.is_set)
+    assert not any(t.is_alive() for t in threads)
+    for e in errors:
+        # Refused at the door, told the session is being closed or was, or
+        # the connection went with the daemon.
+        assert isinstance(e, OSError) or (e.status, e.code) in ((503, "stopping"),
+                                                                (409, "conflict")), e
+    assert active_grants(state_dir) == []
+    assert pids_in_cgroup_tree(CGROUP_ROOT) == set()
+    assert mounts_beneath(state_dir) == []
+    states = dict(store_query(state_dir, "SELECT id, state FROM sessions"))
+    assert set(states.values()) == {"closed"}, states
