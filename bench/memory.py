@@ -19,17 +19,24 @@ well (the series goes to --json for the plots).
   N python sessions    --python N (default 16; 0 leaves them out) live
                        python sessions (ipykernel), each with `1+1`
                        answered (every kernel takes ~1 s of CPU to start,
-                       so 64 of them would take minutes on 2 cores).
+                       so 64 of them would take minutes on 2 cores);
+  N ended sessions     --ended N (default 1000; 0 leaves them out) shell
+                       sessions, each created, used and closed in turn:
+                       what the daemon still holds of them after (it
+                       keeps ended sessions on record, not in memory),
+                       and how much VmRSS grew per session once the
+                       first tenth had been made.
 
 What the caps say the daemon keeps: a flood keeps at most
 output_limit_bytes of each stream, and its answer is that text as JSON
 (`y\\n` is 3 bytes of JSON for 2 of output), so the peak should be the idle
 daemon plus about 10 MiB plus the answer; the table prints that estimate
 beside the figure. Target (issue 11's bound for a flood): a peak under
-64 MiB. Sessions have no target of their own: the figure is the daemon's
-memory per live session.
+64 MiB. Live sessions have no target of their own: the figure is the daemon's
+memory per live session. Ended ones must all be let go (health's
+sessions_held back to 0).
 
-Usage: bench/memory.py [--python N] [--json FILE] [--only PREFIX]
+Usage: bench/memory.py [--python N] [--ended N] [--json FILE] [--only PREFIX]
 (CORDON_BINARY names the binary; default build/cordon.)"""
 import argparse
 import http.client
@@ -147,11 +154,41 @@ def sessions(kind, n):
     return fn
 
 
+def ended(n):
+    """n shell sessions, each created, used and closed in turn: what the
+    daemon holds of them once they have ended (it keeps them on record)."""
+    def fn(c):
+        per = []
+        for i in range(n):
+            c.json("POST", "/v1/sessions", {"kind": "shell", "id": f"ended{i}"})
+            assert c.json("POST", f"/v1/sessions/ended{i}/exec",
+                          {"command": "echo hi"})["stdout"] == "hi\n"
+            c.json("DELETE", f"/v1/sessions/ended{i}")
+            per.append(proc_status(c.daemon_pid)["VmRSS"])
+        deadline = time.monotonic() + 10
+        while True:  # let go within a tick or two once settled
+            held = c.json("GET", "/v1/health").get("sessions_held")
+            if held == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        listed = len(c.json("GET", "/v1/sessions")["sessions"])
+        # The slope once the allocator and the store's cache have grown to
+        # what the churn itself needs: what each ended session still costs.
+        first = n // 10
+        growth = (per[-1] - per[first]) / max(1, n - 1 - first)
+        return {"truncated": None, "kept": None, "produced": None, "answer": None,
+                "outcome": f"{listed} listed, {held} held in memory", "per_session": per,
+                "live": 1, "ended": n, "held": held, "growth": growth}
+    return fn
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--python", type=int, default=int(os.environ.get("MEMORY_PYTHON", 16)),
                         help="live python sessions in the last case (0: left out)")
     parser.add_argument("--shells", type=int, default=64, help="live shell sessions")
+    parser.add_argument("--ended", type=int, default=1000,
+                        help="shell sessions created and closed one after another")
     parser.add_argument("--json", help="write the figures and the RSS series here")
     parser.add_argument("--only", help="run only the cases whose name starts with this")
     args = parser.parse_args()
@@ -159,6 +196,8 @@ def main():
              (f"{args.shells} shell sessions", sessions("shell", args.shells))]
     if args.python:
         cases.append((f"{args.python} python sessions", sessions("python", args.python)))
+    if args.ended:
+        cases.append((f"{args.ended} ended sessions", ended(args.ended)))
     work = tempfile.mkdtemp(prefix="cordon-bench-memory.")
     cgroup_root = f"/cordon-bench-memory-{os.getpid()}"
     results, failures = [], []
@@ -192,6 +231,9 @@ def main():
                 got = (f"{seen['kept'] / MiB:.1f} MiB kept of {seen['produced'] / MiB:.0f} MiB, "
                        f"truncated {'yes' if seen['truncated'] else 'NO'}, answer "
                        f"{seen['answer'] / MiB:.1f} MiB, {seen['outcome']}")
+            elif "ended" in seen:
+                got = (f"{seen['outcome']}; VmRSS grew {seen['growth'] / 1024:.1f} KiB per "
+                       "ended session after the first tenth")
             else:
                 per = (peak - idle) / max(1, seen["live"])
                 got = f"{seen['outcome']}; {per / 1024:.0f} KiB of peak per live session"
@@ -210,6 +252,9 @@ def main():
                     failures.append(f"{name}: peak {peak / MiB:.1f} MiB >= 64 MiB")
                 if not seen["truncated"]:
                     failures.append(f"{name}: not flagged truncated")
+            elif "ended" in seen:
+                if seen["held"] != 0:
+                    failures.append(f"{name}: the daemon still held {seen['held']} of them")
             elif seen["live"] != int(name.split()[0]):
                 failures.append(f"{name}: only {seen['live']} were live at once")
     finally:
@@ -220,11 +265,14 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"binary": CORDON, "cases": results}, f)
     flood = [r for r in results if r["case"].startswith("flood")]
-    sess = [r for r in results if not r["case"].startswith("flood")]
+    sess = [r for r in results if not r["case"].startswith("flood") and "ended" not in r]
+    gone = [r for r in results if "ended" in r]
     summary = "; ".join([f"{r['case']} peak {r['peak'] / MiB:.1f} MiB" for r in flood] +
                         [f"{r['case']} peak {r['peak'] / MiB:.1f} MiB "
                          f"({(r['peak'] - r['idle']) / max(1, r['live']) / 1024:.0f} KiB each)"
-                         for r in sess])
+                         for r in sess] +
+                        [f"{r['case']}: {r['held']} held, VmRSS {r['growth'] / 1024:.1f} KiB "
+                         "more per session" for r in gone])
     if failures:
         print("VERDICT: NOT MET: " + "; ".join(failures) + f" ({summary})")
         return 1

@@ -13,8 +13,8 @@ benches wrote into one directory (bench/run.sh: $BUILD/bench/):
   gateway.png     Kernel Gateway `1+1` round trips, new and open websocket,
                   cordon against jupyter-server and the direct ZeroMQ floor
                   (gateway.json)
-  memory.png      the daemon's VmRSS during a 2 GB output flood and with 64
-                  live sessions (memory.json)
+  memory.png      the daemon's VmRSS during a 2 GB output flood, with 64
+                  live sessions, and over 1000 ended ones (memory.json)
 
 A plot whose JSON is missing is skipped (and says so). Agg backend, 100 dpi.
 meta.json (written by bench/run.sh: date, load) goes into each plot's
@@ -209,7 +209,8 @@ def memory(directory, out, meta):
         ax.axhline(case["peak"] / MiB, color=line.get_color(), linestyle=":", linewidth=0.8)
     left.axhline(64, color="tab:red", linestyle="--", linewidth=1, label="target 64 MiB")
     left.set_title("a 2 GB output flood (`yes | head -c 2G`)", fontsize=9)
-    right.set_title("live sessions, created one after another", fontsize=9)
+    right.set_title("sessions created one after another (live, or each closed in turn)",
+                    fontsize=9)
     for ax in (left, right):
         ax.set_xlabel("s")
         ax.set_ylabel("daemon VmRSS, MiB")

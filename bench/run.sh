@@ -26,8 +26,8 @@
 #  7. a tenant's bounds: bench/slowloris.py, output_flood.py, full_disk.py,
 #     soak.py, kill_under_load.py (BOUNDS=0 leaves them out).
 #  8. the daemon's memory under load (bench/memory.py): a 2 GB output flood,
-#     64 live shell sessions, MEMORY_PYTHON (16) python ones (MEMORY=0
-#     leaves it out).
+#     64 live shell sessions, MEMORY_PYTHON (16) python ones, 1000 ended
+#     ones (MEMORY=0 leaves it out).
 #  9. PNG plots (bench/plots.py, python3-matplotlib) of what 4-6 and 8
 #     measured.
 #
@@ -233,8 +233,9 @@ fi
 fi
 
 export CORDON_BINARY=$cordon
-# 8. the daemon's memory under load (about a minute): a 2 GB flood as a run
-#    and as a shell exec, 64 live shell sessions, MEMORY_PYTHON python ones.
+# 8. the daemon's memory under load (about two minutes): a 2 GB flood as a
+#    run and as a shell exec, 64 live shell sessions, MEMORY_PYTHON python
+#    ones, 1000 shell sessions closed one after another.
 if want memory && [[ ${MEMORY:-1} != 0 ]]; then
   # A verdict NOT MET (exit 1) still leaves the plots to make.
   /usr/bin/python3 "$(dirname "$0")/memory.py" --json "$out/memory.json" ||

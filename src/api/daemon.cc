@@ -255,6 +255,7 @@ struct Daemon::Impl {
                                    {"runs_active", runs->active()},
                                    {"sessions_active", sessions->live()},
                                    {"sessions_quarantined", sessions->quarantined()},
+                                   {"sessions_held", sessions->held()},
                                    {"kernels_warm", sessions->warm("python")},
                                    {"shells_warm", sessions->warm("shell")},
                                    {"runs_warm", runs->warm()}});
@@ -275,7 +276,14 @@ struct Daemon::Impl {
     }
     if (is({"v1", "sessions"})) {
       if (method == http::verb::post) return CreateSession(request, ex);
-      if (method == http::verb::get) return ex->RespondJson(200, {{"sessions", sessions->List()}});
+      if (method == http::verb::get) {
+        return sessions->List<std::string>(
+            "", {},
+            [](json all) {
+              return sys::JsonText({{"sessions", std::move(all)}}) + "\n";
+            },
+            [ex](std::string body) { ex->Respond(200, std::move(body), "application/json"); });
+      }
       return not_allowed("GET, POST");
     }
     if (seg.size() >= 3 && seg[0] == "v1" && seg[1] == "sessions") {

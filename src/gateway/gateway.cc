@@ -133,11 +133,15 @@ class Gateway final : public api::Extension {
     }
     if (is({"api", "kernels"})) {
       if (method == http::verb::get) {
-        json list = json::array();
-        for (const json& s : sessions_->List()) {
-          if (auto model = Model(s)) list.push_back(*model);
-        }
-        ex->RespondJson(200, list);
+        sessions_->List<json>(
+            "python", {"closed"}, [](json all) { return all; },
+            [this, ex](json all) {
+              json list = json::array();
+              for (const json& s : all) {
+                if (auto model = Model(s)) list.push_back(*model);
+              }
+              ex->RespondJson(200, list);
+            });
       } else if (method == http::verb::post) {
         Create(request, ex);
       } else {

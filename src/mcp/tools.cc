@@ -341,9 +341,16 @@ void SessionClose(Engine& engine, const Call& call, const json& args, ToolDone d
 
 void SessionList(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
   if (auto unknown = Unknown(args, {})) return done(ToolError(*unknown));
-  json sessions = json::array();
-  for (const auto& view : engine.sessions.List()) sessions.push_back(SessionBrief(view));
-  done(ToolOk({{"sessions", std::move(sessions)}}));
+  engine.sessions.List<json>(
+      "", {},
+      [](json all) {
+        json sessions = json::array();
+        for (const auto& view : all) sessions.push_back(SessionBrief(view));
+        return sessions;
+      },
+      [done = std::move(done)](json sessions) {
+        done(ToolOk({{"sessions", std::move(sessions)}}));
+      });
 }
 
 // `work` (a file tool's, returning its result) with session `id`'s

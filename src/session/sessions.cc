@@ -53,13 +53,19 @@ void AddAllowlist(contain::Spec& spec, const contain::Probe& probe, const std::s
 // mounted but a quarantined session's (processes may still use it): the
 // images stay, and a session's next generation mounts its own again. (A
 // killed daemon leaves them mounted; the next one keeps them so, a lost
-// session's files in place, until it stops.)
+// session's files in place, until it stops.) Every workspace on disk is
+// looked at: an ended session's kept one is no longer held in memory.
 template <typename SessionMap>
 void ReleaseIdleWorkspaces(const std::string& state_dir, const SessionMap& sessions) {
-  for (const auto& [id, s] : sessions) {
-    const std::string& st = s->state;
-    if (st == "starting" || st == "ready" || st == "busy" || st == "quarantined") continue;
-    (void)contain::ReleaseWorkspace(WorkspacePath(state_dir, id));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(state_dir + "/workspaces", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(".") || name.ends_with(".img")) continue;  // the pool's; images
+    if (auto it = sessions.find(name); it != sessions.end()) {
+      const std::string& st = it->second->state;
+      if (st == "starting" || st == "ready" || st == "busy" || st == "quarantined") continue;
+    }
+    (void)contain::ReleaseWorkspace(entry.path().string());
   }
 }
 
@@ -100,8 +106,45 @@ sys::Result<std::unique_ptr<Sessions>> Sessions::Create(sys::Reactor& reactor, s
 Sessions::~Sessions() = default;
 
 Sessions::Session* Sessions::Find(const std::string& id) {
-  auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second.get();
+  if (auto it = sessions_.find(id); it != sessions_.end()) return it->second.get();
+  // An ended session is kept on record only (Tick lets it go): what it
+  // was is read back, and it is held again until it has settled.
+  auto record = store_.GetSession(id);
+  if (!record || !*record) return nullptr;
+  std::unique_ptr<Session> loaded = FromRecord(**record);
+  if (loaded->state != "closed" && loaded->state != "invalidated") {
+    // Every other state is held from Recover on; a record that says live
+    // without a runtime here would be believed by nothing.
+    loaded->state = "lost";
+  }
+  Session* s = loaded.get();
+  sessions_.emplace(id, std::move(loaded));
+  return s;
+}
+
+std::unique_ptr<Sessions::Session> Sessions::FromRecord(const store::SessionRecord& r) {
+  auto s = std::make_unique<Session>();
+  s->id = r.id;
+  s->generation = r.generation;
+  s->state = r.state;
+  s->grant_id = r.grant_id;
+  s->kind = r.kind;
+  s->summary = r.spec;
+  s->ttl_ms = s->summary.value("ttl_s", int64_t{0}) * 1000;
+  s->summary.erase("kind");  // (written by Record, as the row's kind)
+  s->summary.erase("ttl_s");
+  s->problem = r.problem;
+  s->created_at_ms = r.created_at_ms;
+  s->born = s->last_used = Clock::now();
+  s->recorded = true;
+  return s;
+}
+
+bool Sessions::Settled(const Session& s) const {
+  return (s.state == "closed" || s.state == "invalidated") && s.recorded && !s.closing &&
+         !s.removing && !s.relaunching && !s.retrying && !s.runtime && s.file_operations == 0 &&
+         s.queue.empty() && s.create_waiters.empty() && s.delete_waiters.empty() &&
+         s.restart_waiters.empty() && !preparing_.contains(s.id);
 }
 
 // The OOM kills of the session's memory group so far; none without one.
@@ -113,8 +156,10 @@ std::optional<uint64_t> Sessions::OomKills(const Session& s) {
 }
 
 Sessions::Session* Sessions::Current(const std::string& id, int64_t generation) {
-  Session* s = Find(id);
-  return s && s->generation == generation ? s : nullptr;
+  // Held only: what a generation's runtime or worker reports back finds
+  // its session held (it has not settled), never one read back.
+  auto it = sessions_.find(id);
+  return it != sessions_.end() && it->second->generation == generation ? it->second.get() : nullptr;
 }
 
 nlohmann::json Sessions::View(const Session& s) const {
@@ -152,12 +197,15 @@ sys::Result<void> Sessions::Record(Session& s) {
   r.state = s.state;
   r.workspace = WorkspacePath(options_.state_dir, s.id);
   r.grant_id = s.grant_id;
+  r.kind = s.kind;
   r.spec = s.summary;
   r.spec["kind"] = s.kind;
+  r.spec["ttl_s"] = s.ttl_ms / 1000;
   r.problem = s.problem;
   r.created_at_ms = s.created_at_ms;
   r.updated_at_ms = store::NowMs();
   auto put = store_.PutSession(r);
+  s.recorded = put.has_value();
   if (!put) Log("store_error", s, {{"error", put.error().message()}});
   return put;
 }
@@ -196,18 +244,11 @@ size_t Sessions::quarantined() const {
 }
 
 sys::Result<void> Sessions::Recover() {
-  CORDON_ASSIGN_OR_RETURN(std::vector<store::SessionRecord> records, store_.ListSessions());
+  // Ended sessions stay on record, read back when asked for (Find).
+  CORDON_ASSIGN_OR_RETURN(std::vector<store::SessionRecord> records,
+                          store_.ListSessions("", {"closed", "invalidated"}));
   for (const auto& r : records) {
-    auto s = std::make_unique<Session>();
-    s->id = r.id;
-    s->generation = r.generation;
-    s->state = r.state;
-    s->grant_id = r.grant_id;
-    s->summary = r.spec;
-    s->kind = r.spec.value("kind", "shell");
-    s->problem = r.problem;
-    s->created_at_ms = r.created_at_ms;
-    s->born = s->last_used = Clock::now();
+    std::unique_ptr<Session> s = FromRecord(r);
     if (r.state == "starting" || r.state == "ready" || r.state == "busy") {
       s->state = "lost";
       s->problem = {{"message",
@@ -798,10 +839,36 @@ std::optional<Error> Sessions::Unusable(Session& s) {
   return std::nullopt;
 }
 
-nlohmann::json Sessions::List() const {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& [id, s] : sessions_) out.push_back(View(*s));
-  return out;
+void Sessions::OnList(const std::string& kind, const std::vector<std::string>& except,
+                      std::function<void(nlohmann::json)> shape, std::function<void()> done) {
+  // What is held, as it is now; what is not held has ended, and its
+  // record says what it was. There may be many of those (a week's): they
+  // are read, their views made, put in order and shaped on a worker.
+  std::map<std::string, nlohmann::json> views;
+  for (const auto& [id, s] : sessions_) {
+    if ((kind.empty() || s->kind == kind) &&
+        std::find(except.begin(), except.end(), s->state) == except.end()) {
+      views.emplace(id, View(*s));
+    }
+  }
+  Offload(
+      [this, kind, except, views = std::move(views), shape = std::move(shape)]() mutable {
+        auto records = store_.ListSessions(kind, except);
+        if (records) {
+          // (A record of one held gives way to its view.)
+          for (const auto& r : *records) views.try_emplace(r.id, View(*FromRecord(r)));
+        }
+        nlohmann::json all = nlohmann::json::array();
+        for (auto& [id, view] : views) all.push_back(std::move(view));
+        shape(std::move(all));
+        return records ? std::string() : records.error().message();
+      },
+      [this, done = std::move(done)](std::string store_error) {
+        if (!store_error.empty() && observer_.log) {
+          observer_.log("store_error", {{"error", store_error}});
+        }
+        done();
+      });
 }
 
 Outcome<nlohmann::json> Sessions::Get(const std::string& id) {
@@ -895,9 +962,9 @@ Runtime* Sessions::RuntimeOf(const std::string& id) {
   return s->runtime.get();
 }
 
-std::string Sessions::KindOf(const std::string& id) const {
-  auto it = sessions_.find(id);
-  return it == sessions_.end() ? "" : it->second->kind;
+std::string Sessions::KindOf(const std::string& id) {
+  Session* s = Find(id);
+  return s ? s->kind : "";
 }
 
 size_t Sessions::live(const std::string& kind) const {
@@ -938,6 +1005,14 @@ void Sessions::Tick() {
   retired_.clear();
   const auto now = Clock::now();
   std::vector<Session*> cull;
+  // An ended session is let go once it has settled and its record says
+  // so (a record the store refused is written again first): what ended
+  // is kept on record, not in the daemon's memory.
+  std::erase_if(sessions_, [this](const auto& e) {
+    Session& s = *e.second;
+    if (!s.recorded && (s.state == "closed" || s.state == "invalidated")) (void)Record(s);
+    return Settled(s);
+  });
   for (auto& [id, s] : sessions_) {
     if (s->state == "quarantined") Retry(*s);
     if (s->closing || !s->runtime || s->state != "ready") continue;

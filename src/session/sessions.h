@@ -124,7 +124,22 @@ class Sessions final {
   sys::Result<void> Recover();
 
   void CreateSession(CreateRequest request, std::function<void(Outcome<Created>)> done);
-  nlohmann::json List() const;
+  // Views of the sessions of `kind` (every kind where empty) whose state
+  // is not among `except`, by id: those held, and those on record only
+  // (ended ones; see Find). They are made into what `shape` returns on a
+  // worker (a week's ended sessions are many: a reply is dumped there),
+  // and `done` gets it on the loop.
+  template <typename T>
+  void List(const std::string& kind, const std::vector<std::string>& except,
+            std::function<T(nlohmann::json all)> shape, std::function<void(T)> done) {
+    auto made = std::make_shared<std::optional<T>>();
+    OnList(
+        kind, except,
+        [made, shape = std::move(shape)](nlohmann::json all) {
+          made->emplace(shape(std::move(all)));
+        },
+        [made, done = std::move(done)] { done(std::move(**made)); });
+  }
   Outcome<nlohmann::json> Get(const std::string& id);
   void Delete(const std::string& id, bool keep_workspace,
               std::function<void(Outcome<nlohmann::json>)> done);
@@ -138,7 +153,7 @@ class Sessions final {
   // The live runtime of a session (for the kernel gateway's relay), or null.
   Runtime* RuntimeOf(const std::string& id);
   // The kind of a session ("shell", "python"), or "" when there is none.
-  std::string KindOf(const std::string& id) const;
+  std::string KindOf(const std::string& id);
   size_t live(const std::string& kind) const;
   // Runs `work` with the workspace of live session `id` (an O_PATH
   // descriptor of its directory; the session is marked used) on a worker
@@ -165,6 +180,9 @@ class Sessions final {
 
   size_t live() const;
   size_t quarantined() const;
+  // Sessions held in memory: all but the ended ones that have settled,
+  // which are kept on record only.
+  size_t held() const { return sessions_.size(); }
   size_t warm(const std::string& kind = "python") const;  // ready in the pool
 
   // Retention (cordon serve --keep-records): forgets at most `limit` of
@@ -201,6 +219,7 @@ class Sessions final {
     bool close_pending = false;  // Close waits for them
     bool keep_workspace = false;
     bool retrying = false;
+    bool recorded = false;  // its last record was written
     nlohmann::json problem;
     int64_t created_at_ms = 0;
     std::chrono::steady_clock::time_point born;  // of this generation
@@ -236,10 +255,22 @@ class Sessions final {
         options_(std::move(options)),
         observer_(std::move(observer)) {}
 
+  // Session `id`, held, or read back from its record (an ended one, let go
+  // once settled: Tick), and then held again until it settles; null when
+  // there is none.
   Session* Find(const std::string& id);
+  // Session `id`'s generation `generation`, if it is held.
   Session* Current(const std::string& id, int64_t generation);
+  // What a record says of a session (none of its runtime; any thread).
+  static std::unique_ptr<Session> FromRecord(const store::SessionRecord& r);
+  // Ended, recorded so, and nothing under way: nothing is lost by letting
+  // it go (Tick).
+  bool Settled(const Session& s) const;
   static std::optional<uint64_t> OomKills(const Session& s);
   nlohmann::json View(const Session& s) const;
+  // List's work, which leaves what `shape` makes to its caller.
+  void OnList(const std::string& kind, const std::vector<std::string>& except,
+              std::function<void(nlohmann::json all)> shape, std::function<void()> done);
   // WithWorkspace's work, which leaves what it makes to its caller.
   void OnWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
                    std::function<void(std::optional<Error> unusable)> done);

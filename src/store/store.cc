@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -15,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 // Each entry moves the schema one version up; never edit a released one.
-constexpr std::array<std::string_view, 4> kMigrations = {
+constexpr std::array<std::string_view, 5> kMigrations = {
     R"sql(
 CREATE TABLE grants (
   id TEXT PRIMARY KEY,
@@ -79,6 +80,12 @@ CREATE INDEX jupyter_sessions_by_path ON jupyter_sessions (path);
     R"sql(
 CREATE INDEX sessions_by_state ON sessions (state, updated_at_ms);
 )sql",
+    // 5: each session's kind in its column (written "shell" for every
+    // session before; the kind was in its spec alone), for ListSessions.
+    R"sql(
+UPDATE sessions SET kind = json_extract(spec, '$.kind')
+  WHERE json_extract(spec, '$.kind') IN ('shell', 'python');
+)sql",
 };
 
 constexpr std::string_view kColumns =
@@ -120,6 +127,25 @@ GrantRecord ReadRow(const Statement& s) {
   g.started_at_ms = OptInt(s, 19);
   g.released_at_ms = OptInt(s, 20);
   return g;
+}
+
+constexpr const char* kSessionColumns =
+    "SELECT id, generation, kind, state, workspace, grant_id, spec, problem, created_at_ms, "
+    "updated_at_ms FROM sessions ";
+
+SessionRecord ReadSessionRow(const Statement& s) {
+  SessionRecord r;
+  r.id = s.Text(0);
+  r.generation = s.Int(1);
+  r.kind = s.Text(2);
+  r.state = s.Text(3);
+  r.workspace = s.Text(4);
+  r.grant_id = s.Text(5);
+  r.spec = ParseOr(s.Text(6), json::object());
+  r.problem = ParseOr(s.Text(7), json());
+  r.created_at_ms = s.Int(8);
+  r.updated_at_ms = s.Int(9);
+  return r;
 }
 
 }  // namespace
@@ -377,29 +403,40 @@ sys::Result<void> Store::PutSession(const SessionRecord& r) {
   return s.Run();
 }
 
-sys::Result<std::vector<SessionRecord>> Store::ListSessions() {
+sys::Result<std::vector<SessionRecord>> Store::ListSessions(
+    const std::string& kind, const std::vector<std::string>& except_states) {
   std::lock_guard lock(*mutex_);
+  // The states wanted, named (not those left out): the states' index
+  // then finds the few live or invalidated rows among many closed ones.
+  json states = json::array();
+  for (const char* state :
+       {"starting", "ready", "busy", "closed", "invalidated", "quarantined", "lost"}) {
+    if (std::find(except_states.begin(), except_states.end(), state) == except_states.end()) {
+      states.push_back(state);
+    }
+  }
   CORDON_ASSIGN_OR_RETURN(
-      Statement s, db_.Prepare("SELECT id, generation, kind, state, workspace, grant_id, spec, "
-                               "problem, created_at_ms, updated_at_ms FROM sessions ORDER BY id"));
+      Statement s,
+      db_.Prepare(std::string(kSessionColumns) +
+                  "WHERE (?1 = '' OR kind = ?1) AND state IN (SELECT value FROM json_each(?2)) "
+                  "ORDER BY id"));
+  s.Bind(1, kind).Bind(2, sys::JsonText(states));
   std::vector<SessionRecord> out;
   while (true) {
     CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
-    SessionRecord r;
-    r.id = s.Text(0);
-    r.generation = s.Int(1);
-    r.kind = s.Text(2);
-    r.state = s.Text(3);
-    r.workspace = s.Text(4);
-    r.grant_id = s.Text(5);
-    r.spec = ParseOr(s.Text(6), json::object());
-    r.problem = ParseOr(s.Text(7), json());
-    r.created_at_ms = s.Int(8);
-    r.updated_at_ms = s.Int(9);
-    out.push_back(std::move(r));
+    out.push_back(ReadSessionRow(s));
   }
   return out;
+}
+
+sys::Result<std::optional<SessionRecord>> Store::GetSession(const std::string& id) {
+  std::lock_guard lock(*mutex_);
+  CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare(std::string(kSessionColumns) + "WHERE id = ?1"));
+  s.Bind(1, id);
+  CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<SessionRecord>();
+  return std::optional<SessionRecord>(ReadSessionRow(s));
 }
 
 sys::Result<void> Store::PutJupyterSession(const JupyterSessionRecord& r) {

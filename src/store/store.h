@@ -106,7 +106,11 @@ class Store final {
 
   // Inserts or replaces the session's row (its latest generation).
   sys::Result<void> PutSession(const SessionRecord& session);
-  sys::Result<std::vector<SessionRecord>> ListSessions();
+  // The rows of `kind` (every kind where empty) whose state is not among
+  // `except_states`, by id.
+  sys::Result<std::vector<SessionRecord>> ListSessions(
+      const std::string& kind = "", const std::vector<std::string>& except_states = {});
+  sys::Result<std::optional<SessionRecord>> GetSession(const std::string& id);
 
   // Jupyter sessions: inserted or replaced by id; listed oldest first;
   // deleting an id that has no row is not an error.

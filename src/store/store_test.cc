@@ -28,7 +28,7 @@ TEST(StoreTest, GrantsGoFromActiveToReleasedAndSurviveReopening) {
   {
     auto store = Store::Open(dir / "state");
     ASSERT_TRUE(store) << store.error().message();
-    EXPECT_EQ(store->schema_version(), 4);
+    EXPECT_EQ(store->schema_version(), 5);
     ASSERT_TRUE(store->InsertGrant(Sample("g1")));
     ASSERT_TRUE(store->InsertGrant(Sample("g2")));
     proc::Identity id{1234, 1, 99, "boot"};
@@ -159,7 +159,7 @@ TEST(StoreTest, MigratesAVersionOneDatabase) {
   }
   auto store = Store::Open(dir / "state");
   ASSERT_TRUE(store) << store.error().message();
-  EXPECT_EQ(store->schema_version(), 4);
+  EXPECT_EQ(store->schema_version(), 5);
   EXPECT_TRUE(store->GetGrant("old").value());
   EXPECT_TRUE(store->ListSessions());
   EXPECT_TRUE(store->ListJupyterSessions());
@@ -238,11 +238,84 @@ TEST(StoreTest, MigratesAVersionTwoDatabase) {
   }
   auto store = Store::Open(dir / "state");
   ASSERT_TRUE(store) << store.error().message();
-  EXPECT_EQ(store->schema_version(), 4);
+  EXPECT_EQ(store->schema_version(), 5);
   EXPECT_TRUE(store->GetGrant("old").value());
   ASSERT_EQ(store->ListSessions().value().size(), 1u);
   EXPECT_TRUE(store->ListJupyterSessions().value().empty());
   EXPECT_TRUE(store->PutJupyterSession(Jupyter("new", "x.ipynb")));
+}
+
+// A database of the fourth schema, whose sessions all say kind "shell" in
+// their column (the kind was in the spec alone), gets each one's own.
+TEST(StoreTest, MigratesAVersionFourDatabaseToItsSessionsKinds) {
+  testing::TempDir dir;
+  {
+    auto store = Store::Open(dir / "state");
+    ASSERT_TRUE(store);
+    for (const char* kind : {"shell", "python"}) {
+      SessionRecord r;
+      r.id = kind;
+      r.kind = "shell";
+      r.workspace = std::string("/w/") + kind;
+      r.spec = {{"kind", kind}};
+      ASSERT_TRUE(store->PutSession(r));
+    }
+    SessionRecord none;
+    none.id = "unsaid";
+    none.workspace = "/w/unsaid";
+    ASSERT_TRUE(store->PutSession(none));
+  }
+  {
+    auto db = Database::Open(dir / "state/cordon.db");
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->Exec("PRAGMA user_version = 4;"));
+  }
+  auto store = Store::Open(dir / "state");
+  ASSERT_TRUE(store) << store.error().message();
+  EXPECT_EQ(store->schema_version(), 5);
+  EXPECT_EQ(store->GetSession("python").value()->kind, "python");
+  EXPECT_EQ(store->GetSession("shell").value()->kind, "shell");
+  EXPECT_EQ(store->GetSession("unsaid").value()->kind, "shell");
+}
+
+TEST(StoreTest, SessionsAreFoundByIdAndListedByKindAndState) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir.path());
+  ASSERT_TRUE(store);
+  auto put = [&](const std::string& id, const std::string& kind, const std::string& state) {
+    SessionRecord r;
+    r.id = id;
+    r.kind = kind;
+    r.state = state;
+    r.workspace = "/w/" + id;
+    r.spec = {{"ttl_s", 60}};
+    ASSERT_TRUE(store->PutSession(r));
+  };
+  put("a", "shell", "closed");
+  put("b", "python", "closed");
+  put("c", "python", "invalidated");
+  put("d", "python", "ready");
+  put("e", "shell", "lost");
+  auto ids = [&](const std::string& kind, const std::vector<std::string>& except) {
+    std::vector<std::string> out;
+    auto rows = store->ListSessions(kind, except);
+    EXPECT_TRUE(rows);
+    for (const auto& r : *rows) out.push_back(r.id);
+    return out;
+  };
+  EXPECT_EQ(ids("", {}), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_EQ(ids("python", {"closed"}), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(ids("", {"closed", "invalidated"}), (std::vector<std::string>{"d", "e"}));
+  EXPECT_EQ(ids("shell", {"closed", "lost"}), std::vector<std::string>{});
+
+  auto c = store->GetSession("c");
+  ASSERT_TRUE(c && *c);
+  EXPECT_EQ((*c)->kind, "python");
+  EXPECT_EQ((*c)->state, "invalidated");
+  EXPECT_EQ((*c)->spec["ttl_s"], 60);
+  auto none = store->GetSession("nope");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
 }
 
 TEST(StoreTest, PruningForgetsOnlyWhatEndedBeforeTheCutoff) {

@@ -1,7 +1,9 @@
 """Retention (cordon serve --keep-records) against a real daemon and its
 real store: what ended longer ago than the option says is forgotten, in the
 store and in the daemon, and nothing that still matters is: a live
-session, its active grant, a lost session's record and workspace."""
+session, its active grant, a lost session's record and workspace. An
+ended session is let go from the daemon's memory and read back from its
+record as it was."""
 import os
 import sys
 
@@ -9,10 +11,11 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
-from cordon_client import NotFoundError  # noqa: E402
+from cordon_client import ConflictError, NotFoundError  # noqa: E402
 
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     Daemon,
+    mounts_beneath,
     store_query,
     wait_for,
 )
@@ -88,3 +91,62 @@ def test_a_lost_session_is_kept_past_the_retention(state_dir):
         s.close()
     finally:
         d.stop()
+
+
+def health(daemon):
+    return daemon.client().request("GET", "/v1/health")
+
+
+def test_ended_sessions_are_let_go_and_read_back_from_their_records(state_dir):
+    # The daemon holds what has not ended; an ended session, once nothing
+    # about it is under way, is kept on record only. Read back, it is what
+    # it was; its id goes on as before; and a workspace it kept, still
+    # mounted, is let go when the daemon stops.
+    d = Daemon(state_dir, "--prespawn-runs", "0")
+    try:
+        c = d.client()
+        ids = []
+        for i in range(6):
+            s = c.session(f"ended-{i}", env={"N": str(i)}, ttl_s=100 + i)
+            assert s.exec("echo $N > f; cat f")["stdout"] == f"{i}\n"
+            s.close(keep_workspace=i % 2 == 0)
+            ids.append(s.id)
+        bad = c.session("ended-invalidated", limits={"grace_ms": 200})
+        r = bad.exec("trap '' INT; sleep 30", timeout_ms=200)
+        assert r["invalidated"] is True, r
+        ids.append(bad.id)
+        live = c.session("still-live")
+        before = {sid: c.request("GET", f"/v1/sessions/{sid}") for sid in ids}
+        assert before["ended-1"]["ttl_s"] == 101 and before["ended-1"]["state"] == "closed"
+        assert before["ended-invalidated"]["state"] == "invalidated"
+
+        # Let go within a tick or two (a second each): only the live one is held.
+        assert wait_for(lambda: health(d)["sessions_held"] == 1, within=30), health(d)
+        after = {sid: c.request("GET", f"/v1/sessions/{sid}") for sid in ids}
+        assert after == before
+        listed = {s["id"]: s for s in c.sessions()}
+        assert set(listed) == set(ids) | {"still-live"}
+        assert {sid: listed[sid] for sid in ids} == before
+        # What reading them back held again is let go again.
+        assert wait_for(lambda: health(d)["sessions_held"] == 1, within=30), health(d)
+
+        # Their ids go on: a next generation, a refusal that names the state,
+        # a delete that removes what the invalidated one left.
+        again = c.session("ended-0")
+        assert again.info["generation"] == 2
+        assert again.exec("ls")["stdout"] == ""  # a fresh workspace
+        with pytest.raises(ConflictError) as e:
+            c.request("POST", "/v1/sessions/ended-invalidated/exec", {"command": "true"})
+        assert "invalidated" in e.value.message
+        gone = c.request("DELETE", "/v1/sessions/ended-invalidated")
+        assert gone["state"] == "closed"
+        assert not os.path.exists(os.path.join(state_dir, "workspaces", "ended-invalidated"))
+        assert live.exec("echo ok")["stdout"] == "ok\n"
+        kept = os.path.join(state_dir, "workspaces", "ended-2")
+        assert os.path.isdir(kept)
+    finally:
+        assert d.stop() == 0
+    # The kept workspaces' filesystems (loop images) were let go at the
+    # stop, though their sessions were no longer held; the images stay.
+    assert mounts_beneath(state_dir) == []
+    assert os.path.isfile(kept + ".img")
