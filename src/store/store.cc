@@ -133,7 +133,9 @@ constexpr const char* kSessionColumns =
     "SELECT id, generation, kind, state, workspace, grant_id, spec, problem, created_at_ms, "
     "updated_at_ms FROM sessions ";
 
-SessionRecord ReadSessionRow(const Statement& s) {
+// A sessions row but its two JSON columns, left as text in `spec` and
+// `problem` for ParseSessionJson (which need not hold the lock).
+SessionRecord ReadSessionRow(const Statement& s, std::string& spec, std::string& problem) {
   SessionRecord r;
   r.id = s.Text(0);
   r.generation = s.Int(1);
@@ -141,11 +143,16 @@ SessionRecord ReadSessionRow(const Statement& s) {
   r.state = s.Text(3);
   r.workspace = s.Text(4);
   r.grant_id = s.Text(5);
-  r.spec = ParseOr(s.Text(6), json::object());
-  r.problem = ParseOr(s.Text(7), json());
+  spec = s.Text(6);
+  problem = s.Text(7);
   r.created_at_ms = s.Int(8);
   r.updated_at_ms = s.Int(9);
   return r;
+}
+
+void ParseSessionJson(SessionRecord& r, const std::string& spec, const std::string& problem) {
+  r.spec = ParseOr(spec, json::object());
+  r.problem = ParseOr(problem, json());
 }
 
 }  // namespace
@@ -405,7 +412,6 @@ sys::Result<void> Store::PutSession(const SessionRecord& r) {
 
 sys::Result<std::vector<SessionRecord>> Store::ListSessions(
     const std::string& kind, const std::vector<std::string>& except_states) {
-  std::lock_guard lock(*mutex_);
   // The states wanted, named (not those left out): the states' index
   // then finds the few live or invalidated rows among many closed ones.
   json states = json::array();
@@ -415,28 +421,51 @@ sys::Result<std::vector<SessionRecord>> Store::ListSessions(
       states.push_back(state);
     }
   }
-  CORDON_ASSIGN_OR_RETURN(
-      Statement s,
-      db_.Prepare(std::string(kSessionColumns) +
-                  "WHERE (?1 = '' OR kind = ?1) AND state IN (SELECT value FROM json_each(?2)) "
-                  "ORDER BY id"));
-  s.Bind(1, kind).Bind(2, sys::JsonText(states));
+  const std::string wanted = sys::JsonText(states);
+  // A page at a time, the lock held only while a page is read and its
+  // JSON parsed after: a week of ended sessions keeps the other callers
+  // (the daemon's loop) waiting for a page, not for all of them.
+  constexpr int64_t kPage = 256;
   std::vector<SessionRecord> out;
   while (true) {
-    CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(ReadSessionRow(s));
+    std::vector<std::pair<std::string, std::string>> json_text;
+    const size_t first = out.size();
+    {
+      std::lock_guard lock(*mutex_);
+      CORDON_ASSIGN_OR_RETURN(
+          Statement s,
+          db_.Prepare(std::string(kSessionColumns) +
+                      "WHERE id > ?3 AND (?1 = '' OR kind = ?1) AND state IN (SELECT value FROM "
+                      "json_each(?2)) ORDER BY id LIMIT ?4"));
+      s.Bind(1, kind).Bind(2, wanted).Bind(3, first ? out.back().id : "").Bind(4, kPage);
+      while (true) {
+        CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) break;
+        auto& [spec, problem] = json_text.emplace_back();
+        out.push_back(ReadSessionRow(s, spec, problem));
+      }
+    }
+    for (size_t i = 0; i < json_text.size(); ++i) {
+      ParseSessionJson(out[first + i], json_text[i].first, json_text[i].second);
+    }
+    if (json_text.size() < static_cast<size_t>(kPage)) return out;
   }
-  return out;
 }
 
 sys::Result<std::optional<SessionRecord>> Store::GetSession(const std::string& id) {
-  std::lock_guard lock(*mutex_);
-  CORDON_ASSIGN_OR_RETURN(Statement s, db_.Prepare(std::string(kSessionColumns) + "WHERE id = ?1"));
-  s.Bind(1, id);
-  CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return std::optional<SessionRecord>();
-  return std::optional<SessionRecord>(ReadSessionRow(s));
+  std::string spec, problem;
+  std::optional<SessionRecord> r;
+  {
+    std::lock_guard lock(*mutex_);
+    CORDON_ASSIGN_OR_RETURN(Statement s,
+                            db_.Prepare(std::string(kSessionColumns) + "WHERE id = ?1"));
+    s.Bind(1, id);
+    CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return r;
+    r = ReadSessionRow(s, spec, problem);
+  }
+  ParseSessionJson(*r, spec, problem);
+  return r;
 }
 
 sys::Result<void> Store::PutJupyterSession(const JupyterSessionRecord& r) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "support.h"
 
@@ -316,6 +317,36 @@ TEST(StoreTest, SessionsAreFoundByIdAndListedByKindAndState) {
   auto none = store->GetSession("nope");
   ASSERT_TRUE(none);
   EXPECT_FALSE(*none);
+}
+
+// Listed a page at a time (the lock let go between pages): every row
+// still comes, once, in order, its JSON parsed.
+TEST(StoreTest, ManySessionsAreListedWholeAndInOrder) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir.path());
+  ASSERT_TRUE(store);
+  constexpr int kRows = 1000;
+  for (int i = 0; i < kRows; ++i) {
+    SessionRecord r;
+    char id[16];
+    std::snprintf(id, sizeof id, "s%04d", i);
+    r.id = id;
+    r.state = i % 3 == 0 ? "ready" : "closed";
+    r.workspace = std::string("/w/") + id;
+    r.spec = {{"n", i}};
+    ASSERT_TRUE(store->PutSession(r));
+  }
+  auto all = store->ListSessions();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), static_cast<size_t>(kRows));
+  for (int i = 0; i < kRows; ++i) {
+    ASSERT_EQ((*all)[i].spec["n"], i);
+    ASSERT_EQ((*all)[i].workspace, "/w/" + (*all)[i].id);
+  }
+  auto live = store->ListSessions("", {"closed"});
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->size(), static_cast<size_t>((kRows + 2) / 3));
+  for (const auto& r : *live) EXPECT_EQ(r.state, "ready");
 }
 
 TEST(StoreTest, PruningForgetsOnlyWhatEndedBeforeTheCutoff) {
