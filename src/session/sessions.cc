@@ -105,12 +105,16 @@ sys::Result<std::unique_ptr<Sessions>> Sessions::Create(sys::Reactor& reactor, s
 
 Sessions::~Sessions() = default;
 
-Sessions::Session* Sessions::Find(const std::string& id) {
+Outcome<Sessions::Session*> Sessions::Find(const std::string& id) {
   if (auto it = sessions_.find(id); it != sessions_.end()) return it->second.get();
   // An ended session is kept on record only (Tick lets it go): what it
   // was is read back, and it is held again until it has settled.
   auto record = store_.GetSession(id);
-  if (!record || !*record) return nullptr;
+  if (!record) {
+    return Failure(Kind::kInternal,
+                   "cannot read session " + id + "'s record: " + record.error().message());
+  }
+  if (!*record) return nullptr;
   std::unique_ptr<Session> loaded = FromRecord(**record);
   if (loaded->state != "closed" && loaded->state != "invalidated") {
     // Every other state is held from Recover on; a record that says live
@@ -153,6 +157,12 @@ std::optional<uint64_t> Sessions::OomKills(const Session& s) {
   auto kills = s.runtime->grant().cgroups->OomKills();
   if (!kills || !*kills) return std::nullopt;
   return **kills;
+}
+
+Outcome<Sessions::Session*> Sessions::Existing(const std::string& id) {
+  CORDON_ASSIGN_OR_RETURN(Session * s, Find(id));
+  if (!s) return Failure(Kind::kNotFound, "no session " + id);
+  return s;
 }
 
 Sessions::Session* Sessions::Current(const std::string& id, int64_t generation) {
@@ -419,7 +429,9 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
     it->second.push_back(std::move(done));  // one runtime for concurrent creates
     return;
   }
-  Session* s = Find(id);
+  auto found = Find(id);
+  if (!found) return done(std::unexpected(found.error()));
+  Session* s = *found;
   if (s) {
     if (s->closing) {
       return done(Failure(Kind::kConflict, "session " + id + " is being closed; try again", "id"));
@@ -528,7 +540,6 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
           observer_.log("workspace_unbounded", {{"session_id", id}, {"error", *p.unbounded}});
         }
         if (!p.made) return answer(std::unexpected(p.made.error()));
-        Session* s = Find(id);
         auto fresh = std::make_unique<Session>();
         fresh->id = id;
         fresh->kind = kind;
@@ -543,8 +554,11 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         fresh->born = fresh->last_used = Clock::now();
         fresh->starting_since = p.launched;
         Session& session = *fresh;
+        // Held, if it was found: Tick lets go of no id being prepared.
         std::unique_ptr<Session> previous;
-        if (s) previous = std::move(sessions_[id]);
+        if (auto held = sessions_.find(id); held != sessions_.end()) {
+          previous = std::move(held->second);
+        }
         sessions_[id] = std::move(fresh);
         if (auto failed = Started(session, Attached(std::move(*p.runtime)))) {
           // Nothing started (its runtime killed as it went): the id keeps
@@ -872,16 +886,16 @@ void Sessions::OnList(const std::string& kind, const std::vector<std::string>& e
 }
 
 Outcome<nlohmann::json> Sessions::Get(const std::string& id) {
-  Session* s = Find(id);
-  if (!s) return Failure(Kind::kNotFound, "no session " + id);
+  CORDON_ASSIGN_OR_RETURN(Session * s, Existing(id));
   Retry(*s);  // touching a quarantined id retries its teardown
   return View(*s);
 }
 
 void Sessions::Delete(const std::string& id, bool keep_workspace,
                       std::function<void(Outcome<nlohmann::json>)> done) {
-  Session* s = Find(id);
-  if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
+  auto found = Existing(id);
+  if (!found) return done(std::unexpected(found.error()));
+  Session* s = *found;
   if (preparing_.contains(id)) {
     // Its next generation's workspace is being made: not now.
     return done(Failure(Kind::kConflict, "session " + id + " is being created; try again", "id"));
@@ -909,8 +923,9 @@ void Sessions::Delete(const std::string& id, bool keep_workspace,
 
 void Sessions::Exec(const std::string& id, ExecCall call,
                     std::function<void(Outcome<ExecResult>)> done) {
-  Session* s = Find(id);
-  if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
+  auto found = Existing(id);
+  if (!found) return done(std::unexpected(found.error()));
+  Session* s = *found;
   if (auto e = Unusable(*s)) return done(std::unexpected(*e));
   if (s->kind == "python") {
     if (call.stdin_bytes) {
@@ -938,15 +953,15 @@ void Sessions::Exec(const std::string& id, ExecCall call,
 }
 
 Outcome<bool> Sessions::Interrupt(const std::string& id) {
-  Session* s = Find(id);
-  if (!s) return Failure(Kind::kNotFound, "no session " + id);
+  CORDON_ASSIGN_OR_RETURN(Session * s, Existing(id));
   if (auto e = Unusable(*s)) return std::unexpected(*e);
   return s->runtime && s->runtime->Interrupt();
 }
 
 void Sessions::Restart(const std::string& id, std::function<void(Outcome<nlohmann::json>)> done) {
-  Session* s = Find(id);
-  if (!s) return done(Failure(Kind::kNotFound, "no session " + id));
+  auto found = Existing(id);
+  if (!found) return done(std::unexpected(found.error()));
+  Session* s = *found;
   if (auto e = Unusable(*s)) return done(std::unexpected(*e));
   s->restart_waiters.push_back(std::move(done));
   if (s->state == "starting" || s->restarting) return;  // the next ready answers it
@@ -957,14 +972,16 @@ void Sessions::Restart(const std::string& id, std::function<void(Outcome<nlohman
 }
 
 Runtime* Sessions::RuntimeOf(const std::string& id) {
-  Session* s = Find(id);
+  // A session with a runtime is held: no record is read for it.
+  auto it = sessions_.find(id);
+  Session* s = it != sessions_.end() ? it->second.get() : nullptr;
   if (!s || s->closing || (s->state != "ready" && s->state != "busy")) return nullptr;
   return s->runtime.get();
 }
 
 std::string Sessions::KindOf(const std::string& id) {
-  Session* s = Find(id);
-  return s ? s->kind : "";
+  auto s = Find(id);
+  return s && *s ? (*s)->kind : "";
 }
 
 size_t Sessions::live(const std::string& kind) const {
@@ -976,8 +993,9 @@ size_t Sessions::live(const std::string& kind) const {
 
 void Sessions::OnWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
                            std::function<void(std::optional<Error> unusable)> done) {
-  Session* s = Find(id);
-  if (!s) return done(Error{Kind::kNotFound, "no session " + id, "", nullptr});
+  auto found = Existing(id);
+  if (!found) return done(found.error());
+  Session* s = *found;
   if (auto e = Unusable(*s)) return done(*e);
   s->last_used = Clock::now();
   auto fd = sys::Open(WorkspacePath(options_.state_dir, id), O_PATH | O_DIRECTORY);

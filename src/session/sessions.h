@@ -257,8 +257,10 @@ class Sessions final {
 
   // Session `id`, held, or read back from its record (an ended one, let go
   // once settled: Tick), and then held again until it settles; null when
-  // there is none.
-  Session* Find(const std::string& id);
+  // there is none, an error (kInternal) when its record cannot be read.
+  Outcome<Session*> Find(const std::string& id);
+  // Find, with "no session ID" (kNotFound) for none.
+  Outcome<Session*> Existing(const std::string& id);
   // Session `id`'s generation `generation`, if it is held.
   Session* Current(const std::string& id, int64_t generation);
   // What a record says of a session (none of its runtime; any thread).

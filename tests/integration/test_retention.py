@@ -5,13 +5,14 @@ session, its active grant, a lost session's record and workspace. An
 ended session is let go from the daemon's memory and read back from its
 record as it was."""
 import os
+import sqlite3
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
-from cordon_client import ConflictError, NotFoundError  # noqa: E402
+from cordon_client import ConflictError, CordonError, NotFoundError  # noqa: E402
 
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     Daemon,
@@ -150,3 +151,41 @@ def test_ended_sessions_are_let_go_and_read_back_from_their_records(state_dir):
     # stop, though their sessions were no longer held; the images stay.
     assert mounts_beneath(state_dir) == []
     assert os.path.isfile(kept + ".img")
+
+
+def test_a_record_the_store_cannot_read_is_a_500_and_changes_nothing(state_dir):
+    # An ended session that is no longer held is read from the store. When
+    # the store cannot answer, the request fails as the host's fault (500,
+    # naming the record): not "no session", and not a create that starts
+    # the id over at generation 1 with its record overwritten.
+    d = Daemon(state_dir, "--prespawn-runs", "0")
+    try:
+        c = d.client()
+        c.session("on-record").close()
+        assert wait_for(lambda: health(d)["sessions_held"] == 0, within=30), health(d)
+
+        db = sqlite3.connect(os.path.join(state_dir, "cordon.db"), timeout=30)
+        try:
+            db.execute("ALTER TABLE sessions RENAME TO sessions_away")
+            db.commit()
+            for method, target, body in [
+                ("GET", "/v1/sessions/on-record", None),
+                ("DELETE", "/v1/sessions/on-record", None),
+                ("POST", "/v1/sessions/on-record/exec", {"command": "true"}),
+                ("POST", "/v1/sessions", {"id": "on-record"}),
+            ]:
+                with pytest.raises(CordonError) as e:
+                    c.request(method, target, body)
+                assert e.value.status == 500, (method, target, e.value)
+                assert "session on-record's record" in e.value.message, e.value
+        finally:
+            db.execute("ALTER TABLE sessions_away RENAME TO sessions")
+            db.commit()
+            db.close()
+
+        assert c.request("GET", "/v1/sessions/on-record")["state"] == "closed"
+        again = c.session("on-record")
+        assert again.info["generation"] == 2
+        assert again.exec("echo ok")["stdout"] == "ok\n"
+    finally:
+        assert d.stop() == 0
