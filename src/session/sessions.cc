@@ -1024,11 +1024,22 @@ void Sessions::Tick() {
   const auto now = Clock::now();
   std::vector<Session*> cull;
   // An ended session is let go once it has settled and its record says
-  // so (a record the store refused is written again first): what ended
-  // is kept on record, not in the daemon's memory.
-  std::erase_if(sessions_, [this](const auto& e) {
+  // so: what ended is kept on record, not in the daemon's memory. A record
+  // the store refused is written again first, but not while the store
+  // keeps refusing: one is tried, then none for a while (backing off to a
+  // minute), so a full disk logs a store_error now and then, not one a
+  // second for each session.
+  bool refusing = rerecord_.waiting();
+  std::erase_if(sessions_, [&](const auto& e) {
     Session& s = *e.second;
-    if (!s.recorded && (s.state == "closed" || s.state == "invalidated")) (void)Record(s);
+    if (!refusing && !s.recorded && (s.state == "closed" || s.state == "invalidated")) {
+      if (Record(s)) {
+        rerecord_.Succeeded();
+      } else {
+        rerecord_.Failed();
+        refusing = true;
+      }
+    }
     return Settled(s);
   });
   for (auto& [id, s] : sessions_) {

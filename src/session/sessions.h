@@ -365,6 +365,8 @@ class Sessions final {
   // ready, the next is tried only after `delay` (doubling to a minute), so
   // that a host where runtimes cannot start is not asked every tick.
   std::map<std::string, sys::Backoff> pool_backoff_;
+  // Tick's writing again of the records the store refused.
+  sys::Backoff rerecord_;
   void PoolFailed(const std::string& kind);
   std::unique_ptr<Alarm> tick_;
   std::function<void(bool)> shutdown_;  // set while stopping, until called

@@ -7,6 +7,7 @@ record as it was."""
 import os
 import sqlite3
 import sys
+import time
 
 import pytest
 
@@ -16,6 +17,7 @@ from cordon_client import ConflictError, CordonError, NotFoundError  # noqa: E40
 
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     Daemon,
+    logged,
     mounts_beneath,
     store_query,
     wait_for,
@@ -187,5 +189,43 @@ def test_a_record_the_store_cannot_read_is_a_500_and_changes_nothing(state_dir):
         again = c.session("on-record")
         assert again.info["generation"] == 2
         assert again.exec("echo ok")["stdout"] == "ok\n"
+    finally:
+        assert d.stop() == 0
+
+
+def test_records_the_store_refused_are_written_once_it_takes_them_without_a_flood_of_errors(
+        state_dir):
+    # Sessions that end while the store refuses their records stay held and
+    # their records are written again later. While the store keeps refusing,
+    # the daemon backs off instead of trying (and logging) each of them
+    # every second; once it takes them, every record says closed and the
+    # sessions are let go.
+    d = Daemon(state_dir, "--prespawn-runs", "0")
+    try:
+        c = d.client()
+        sessions = [c.session(f"refused-{i}") for i in range(3)]
+        db = sqlite3.connect(os.path.join(state_dir, "cordon.db"), timeout=30)
+        try:
+            db.execute("ALTER TABLE sessions RENAME TO sessions_away")
+            db.commit()
+            for s in sessions:
+                assert c.request("DELETE", f"/v1/sessions/{s.id}")["state"] == "closed"
+            assert wait_for(lambda: len(logged(d, "store_error")) >= 3, within=30)
+            time.sleep(8)  # the window observed: the daemon's ticks, one a second
+            errors = logged(d, "store_error")
+        finally:
+            db.execute("ALTER TABLE sessions_away RENAME TO sessions")
+            db.commit()
+            db.close()
+        # Each close's own write, then one retry at a time, backing off (1,
+        # 2, 4 s...): 7 seen in 9 s; before, 3 more every tick (27).
+        assert len(errors) <= 10, [e.get("session_id") for e in errors]
+
+        def recorded():
+            return {r[0]: r[1] for r in store_query(state_dir, "SELECT id, state FROM sessions")}
+
+        want = {s.id: "closed" for s in sessions}
+        assert wait_for(lambda: recorded() == want, within=90), recorded()
+        assert wait_for(lambda: health(d)["sessions_held"] == 0, within=30), health(d)
     finally:
         assert d.stop() == 0
