@@ -42,6 +42,9 @@ std::vector<std::string_view> QueryKeys(const std::vector<std::string>& seg, htt
   if (seg.size() == 3 && seg[1] == "sessions" && method == http::verb::delete_) {
     return {"keep_workspace"};
   }
+  if (seg.size() == 2 && seg[1] == "sessions" && method == http::verb::get) {
+    return {"kind", "state"};
+  }
   if (seg.size() == 4 && seg[1] == "sessions" && seg[3] == "files") return {"dir"};
   if (seg.size() > 4 && seg[1] == "sessions" && seg[3] == "files" && method == http::verb::put) {
     return {"offset"};
@@ -277,12 +280,28 @@ struct Daemon::Impl {
     if (is({"v1", "sessions"})) {
       if (method == http::verb::post) return CreateSession(request, ex);
       if (method == http::verb::get) {
+        // ?kind=shell&state=ready,busy: the states a comma-separated list.
+        std::optional<std::string> kind;
+        if (auto it = query.find("kind"); it != query.end()) kind = it->second;
+        std::vector<std::string> states;
+        if (auto it = query.find("state"); it != query.end()) {
+          const std::string& list = it->second;
+          for (size_t at = 0, comma = 0; comma != std::string::npos; at = comma + 1) {
+            comma = list.find(',', at);
+            states.push_back(list.substr(at, comma - at));  // "" too: refused
+          }
+        }
+        auto filter = session::MakeListFilter(kind, states);
+        if (!filter) return ex->RespondError(FromSession(filter.error()));
         return sessions->List<std::string>(
-            "", {},
+            *filter,
             [](json all) {
               return sys::JsonText({{"sessions", std::move(all)}}) + "\n";
             },
-            [ex](std::string body) { ex->Respond(200, std::move(body), "application/json"); });
+            [ex](session::Outcome<std::string> body) {
+              if (!body) return ex->RespondError(FromSession(body.error()));
+              ex->Respond(200, std::move(*body), "application/json");
+            });
       }
       return not_allowed("GET, POST");
     }

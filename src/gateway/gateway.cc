@@ -134,10 +134,11 @@ class Gateway final : public api::Extension {
     if (is({"api", "kernels"})) {
       if (method == http::verb::get) {
         sessions_->List<json>(
-            "python", {"closed"}, [](json all) { return all; },
-            [this, ex](json all) {
+            session::ListFilter{"python", {"closed"}}, [](json all) { return all; },
+            [this, ex](session::Outcome<json> all) {
+              if (!all) return ex->RespondError(FromSession(all.error()));
               json list = json::array();
-              for (const json& s : all) {
+              for (const json& s : *all) {
                 if (auto model = Model(s)) list.push_back(*model);
               }
               ex->RespondJson(200, list);

@@ -340,16 +340,36 @@ void SessionClose(Engine& engine, const Call& call, const json& args, ToolDone d
 }
 
 void SessionList(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
-  if (auto unknown = Unknown(args, {})) return done(ToolError(*unknown));
+  if (auto unknown = Unknown(args, {"kind", "state"})) return done(ToolError(*unknown));
+  std::optional<std::string> kind;
+  if (args.contains("kind")) {
+    if (!args["kind"].is_string()) return done(ToolError("kind: must be a string"));
+    kind = args["kind"].get<std::string>();
+  }
+  // Every state but closed unless asked: a week of closed sessions is
+  // noise to an agent looking for one to use.
+  std::vector<std::string> states;
+  if (!args.contains("state")) {
+    std::ranges::copy_if(session::kSessionStates, std::back_inserter(states),
+                         [](const std::string& state) { return state != "closed"; });
+  } else if (!args["state"].is_array() || args["state"].empty() ||
+             !std::ranges::all_of(args["state"], [](const json& v) { return v.is_string(); })) {
+    return done(ToolError("state: must be an array of one or more states"));
+  } else {
+    states = args["state"].get<std::vector<std::string>>();
+  }
+  auto filter = session::MakeListFilter(kind, states);
+  if (!filter) return done(ToolError(Describe(filter.error())));
   engine.sessions.List<json>(
-      "", {},
+      *filter,
       [](json all) {
         json sessions = json::array();
         for (const auto& view : all) sessions.push_back(SessionBrief(view));
         return sessions;
       },
-      [done = std::move(done)](json sessions) {
-        done(ToolOk({{"sessions", std::move(sessions)}}));
+      [done = std::move(done)](session::Outcome<json> sessions) {
+        if (!sessions) return done(ToolError(Describe(sessions.error())));
+        done(ToolOk({{"sessions", std::move(*sessions)}}));
       });
 }
 
@@ -573,15 +593,23 @@ std::vector<Tool> MakeTools() {
            "keep_workspace.",
            Input({{"id", Schema(kSessionId)}, {"keep_workspace", {{"type", "boolean"}}}}, {"id"}),
            Schema(kBrief), SessionClose});
-  tools.push_back(Tool{"session_list", "The sessions this server holds.", Input(json::object()),
-                       [] {
-                         json s = {{"type", "object"},
-                                   {"properties", {{"sessions", {{"type", "array"}}}}},
-                                   {"required", {"sessions"}}};
-                         s["properties"]["sessions"]["items"] = Schema(kBrief);
-                         return s;
-                       }(),
-                       SessionList});
+  tools.push_back(
+      Tool{"session_list",
+           "The sessions of this server, by id: those not closed unless state says "
+           "which states to list.",
+           Input({{"kind", {{"type", "string"}, {"enum", {"shell", "python"}}}},
+                  {"state",
+                   {{"type", "array"},
+                    {"items", {{"type", "string"}, {"enum", session::kSessionStates}}},
+                    {"description", "The states to list (default: all but closed)."}}}}),
+           [] {
+             json s = {{"type", "object"},
+                       {"properties", {{"sessions", {{"type", "array"}}}}},
+                       {"required", {"sessions"}}};
+             s["properties"]["sessions"]["items"] = Schema(kBrief);
+             return s;
+           }(),
+           SessionList});
   tools.push_back(
       Tool{"file_write",
            "Write a file into a session's workspace (whole, atomically): content as UTF-8 text, or "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "contain/grant.h"
 #include "contain/mounts.h"
@@ -853,35 +854,67 @@ std::optional<Error> Sessions::Unusable(Session& s) {
   return std::nullopt;
 }
 
-void Sessions::OnList(const std::string& kind, const std::vector<std::string>& except,
-                      std::function<void(nlohmann::json)> shape, std::function<void()> done) {
+Outcome<ListFilter> MakeListFilter(const std::optional<std::string>& kind,
+                                   const std::vector<std::string>& states) {
+  if (kind && *kind != "shell" && *kind != "python") {
+    return Failure(Kind::kInvalid, "must be \"shell\" or \"python\", got \"" + *kind + "\"",
+                   "kind");
+  }
+  ListFilter filter{kind.value_or(""), {}};
+  for (const std::string& state : states) {
+    if (std::find(kSessionStates.begin(), kSessionStates.end(), state) == kSessionStates.end()) {
+      std::string known;
+      for (const std::string& k : kSessionStates) known += (known.empty() ? "" : ", ") + k;
+      return Failure(Kind::kInvalid, "no state \"" + state + "\" (states: " + known + ")", "state");
+    }
+  }
+  if (!states.empty()) {
+    for (const std::string& state : kSessionStates) {
+      if (std::find(states.begin(), states.end(), state) == states.end()) {
+        filter.except.push_back(state);
+      }
+    }
+  }
+  return filter;
+}
+
+void Sessions::OnList(const ListFilter& filter, std::function<void(nlohmann::json)> shape,
+                      std::function<void(std::optional<Error>)> done) {
   // What is held, as it is now; what is not held has ended, and its
   // record says what it was. There may be many of those (a week's): they
   // are read, their views made, put in order and shaped on a worker.
+  // A held session is what it is now, whatever its record says (a busy
+  // one's says ready): its record is never listed in its place.
+  const auto& except = filter.except;
   std::map<std::string, nlohmann::json> views;
+  std::set<std::string> held;
   for (const auto& [id, s] : sessions_) {
-    if ((kind.empty() || s->kind == kind) &&
-        std::find(except.begin(), except.end(), s->state) == except.end()) {
-      views.emplace(id, View(*s));
+    held.insert(id);
+    if (!filter.kind.empty() && s->kind != filter.kind) continue;
+    nlohmann::json view = View(*s);
+    const std::string state = view["state"];  // (busy: a ready one's, running)
+    if (std::find(except.begin(), except.end(), state) == except.end()) {
+      views.emplace(id, std::move(view));
     }
   }
   Offload(
-      [this, kind, except, views = std::move(views), shape = std::move(shape)]() mutable {
-        auto records = store_.ListSessions(kind, except);
-        if (records) {
-          // (A record of one held gives way to its view.)
-          for (const auto& r : *records) views.try_emplace(r.id, View(*FromRecord(r)));
+      [this, filter, held = std::move(held), views = std::move(views),
+       shape = std::move(shape)]() mutable {
+        auto records = store_.ListSessions(filter.kind, filter.except);
+        if (!records) return std::optional<std::string>(records.error().message());
+        for (const auto& r : *records) {
+          if (!held.contains(r.id)) views.emplace(r.id, View(*FromRecord(r)));
         }
         nlohmann::json all = nlohmann::json::array();
         for (auto& [id, view] : views) all.push_back(std::move(view));
         shape(std::move(all));
-        return records ? std::string() : records.error().message();
+        return std::optional<std::string>();
       },
-      [this, done = std::move(done)](std::string store_error) {
-        if (!store_error.empty() && observer_.log) {
-          observer_.log("store_error", {{"error", store_error}});
-        }
-        done();
+      [this, done = std::move(done)](std::optional<std::string> store_error) {
+        if (!store_error) return done(std::nullopt);
+        if (observer_.log) observer_.log("store_error", {{"error", *store_error}});
+        done(Error{Kind::kInternal, "cannot read the sessions' records: " + *store_error, "",
+                   nullptr});
       });
 }
 

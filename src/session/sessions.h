@@ -105,6 +105,22 @@ struct Observer {
   std::function<void(const std::string& event, const nlohmann::json& fields)> log;
 };
 
+// Every state a session can be in.
+inline const std::vector<std::string> kSessionStates = {
+    "starting", "ready", "busy", "closed", "invalidated", "quarantined", "lost"};
+
+// Which sessions a list is of: a kind ("" for every kind) and the states
+// left out.
+struct ListFilter {
+  std::string kind;
+  std::vector<std::string> except;
+};
+// The filter of `kind` ("shell" or "python"; none for every kind) and
+// `states` (the states to list; empty for every state). An error names
+// the field ("kind", "state") and what it may be.
+Outcome<ListFilter> MakeListFilter(const std::optional<std::string>& kind,
+                                   const std::vector<std::string>& states);
+
 class Sessions final {
  public:
   struct Created {
@@ -124,21 +140,24 @@ class Sessions final {
   sys::Result<void> Recover();
 
   void CreateSession(CreateRequest request, std::function<void(Outcome<Created>)> done);
-  // Views of the sessions of `kind` (every kind where empty) whose state
-  // is not among `except`, by id: those held, and those on record only
-  // (ended ones; see Find). They are made into what `shape` returns on a
-  // worker (a week's ended sessions are many: a reply is dumped there),
-  // and `done` gets it on the loop.
+  // Views of the sessions `filter` lets through, by id: those held, and
+  // those on record only (ended ones; see Find). They are made into what
+  // `shape` returns on a worker (a week's ended sessions are many: a reply
+  // is dumped there), and `done` gets it on the loop, or an error
+  // (kInternal) when the store could not be read.
   template <typename T>
-  void List(const std::string& kind, const std::vector<std::string>& except,
-            std::function<T(nlohmann::json all)> shape, std::function<void(T)> done) {
+  void List(const ListFilter& filter, std::function<T(nlohmann::json all)> shape,
+            std::function<void(Outcome<T>)> done) {
     auto made = std::make_shared<std::optional<T>>();
     OnList(
-        kind, except,
+        filter,
         [made, shape = std::move(shape)](nlohmann::json all) {
           made->emplace(shape(std::move(all)));
         },
-        [made, done = std::move(done)] { done(std::move(**made)); });
+        [made, done = std::move(done)](std::optional<Error> failed) {
+          if (failed) return done(std::unexpected(std::move(*failed)));
+          done(std::move(**made));
+        });
   }
   Outcome<nlohmann::json> Get(const std::string& id);
   void Delete(const std::string& id, bool keep_workspace,
@@ -271,8 +290,8 @@ class Sessions final {
   static std::optional<uint64_t> OomKills(const Session& s);
   nlohmann::json View(const Session& s) const;
   // List's work, which leaves what `shape` makes to its caller.
-  void OnList(const std::string& kind, const std::vector<std::string>& except,
-              std::function<void(nlohmann::json all)> shape, std::function<void()> done);
+  void OnList(const ListFilter& filter, std::function<void(nlohmann::json all)> shape,
+              std::function<void(std::optional<Error>)> done);
   // WithWorkspace's work, which leaves what it makes to its caller.
   void OnWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,
                    std::function<void(std::optional<Error> unusable)> done);

@@ -7,6 +7,7 @@ record as it was."""
 import os
 import sqlite3
 import sys
+import threading
 import time
 
 import pytest
@@ -158,8 +159,9 @@ def test_ended_sessions_are_let_go_and_read_back_from_their_records(state_dir):
 def test_a_record_the_store_cannot_read_is_a_500_and_changes_nothing(state_dir):
     # An ended session that is no longer held is read from the store. When
     # the store cannot answer, the request fails as the host's fault (500,
-    # naming the record): not "no session", and not a create that starts
-    # the id over at generation 1 with its record overwritten.
+    # naming the record): not "no session", not a create that starts the
+    # id over at generation 1 with its record overwritten, not a list of
+    # the held sessions alone.
     d = Daemon(state_dir, "--prespawn-runs", "0")
     try:
         c = d.client()
@@ -170,16 +172,19 @@ def test_a_record_the_store_cannot_read_is_a_500_and_changes_nothing(state_dir):
         try:
             db.execute("ALTER TABLE sessions RENAME TO sessions_away")
             db.commit()
-            for method, target, body in [
-                ("GET", "/v1/sessions/on-record", None),
-                ("DELETE", "/v1/sessions/on-record", None),
-                ("POST", "/v1/sessions/on-record/exec", {"command": "true"}),
-                ("POST", "/v1/sessions", {"id": "on-record"}),
+            for method, target, body, says in [
+                ("GET", "/v1/sessions/on-record", None, "session on-record's record"),
+                ("DELETE", "/v1/sessions/on-record", None, "session on-record's record"),
+                ("POST", "/v1/sessions/on-record/exec", {"command": "true"},
+                 "session on-record's record"),
+                ("POST", "/v1/sessions", {"id": "on-record"}, "session on-record's record"),
+                # Not a list of what is held alone, as if that were all.
+                ("GET", "/v1/sessions", None, "cannot read the sessions' records"),
             ]:
                 with pytest.raises(CordonError) as e:
                     c.request(method, target, body)
                 assert e.value.status == 500, (method, target, e.value)
-                assert "session on-record's record" in e.value.message, e.value
+                assert says in e.value.message, e.value
         finally:
             db.execute("ALTER TABLE sessions_away RENAME TO sessions")
             db.commit()
@@ -227,5 +232,56 @@ def test_records_the_store_refused_are_written_once_it_takes_them_without_a_floo
         want = {s.id: "closed" for s in sessions}
         assert wait_for(lambda: recorded() == want, within=90), recorded()
         assert wait_for(lambda: health(d)["sessions_held"] == 0, within=30), health(d)
+    finally:
+        assert d.stop() == 0
+
+
+def test_the_list_of_sessions_is_filtered_by_kind_and_state(state_dir):
+    d = Daemon(state_dir, "--prespawn-runs", "0")
+    try:
+        c = d.client()
+        live = c.session("listed-live")
+        for i in range(3):
+            c.session(f"listed-closed-{i}").close()
+        bad = c.session("listed-invalidated", limits={"grace_ms": 200})
+        assert bad.exec("trap '' INT; sleep 30", timeout_ms=200)["invalidated"] is True
+        # Held or read back from their records, the filter is the same.
+        assert wait_for(lambda: health(d)["sessions_held"] == 1, within=30), health(d)
+
+        def ids(**kw):
+            return [s["id"] for s in c.sessions(**kw)]
+
+        closed = [f"listed-closed-{i}" for i in range(3)]
+        assert ids() == sorted(closed + ["listed-invalidated", "listed-live"])
+        assert ids(states=["closed"]) == closed
+        assert ids(states=["ready", "busy"]) == [live.id]
+        assert ids(states=["invalidated", "ready"]) == ["listed-invalidated", live.id]
+        assert ids(kind="shell", states=["ready"]) == [live.id]
+        assert ids(kind="python") == []
+        assert all(s["state"] == "closed" for s in c.sessions(states=["closed"]))
+        # A busy one is listed as busy, not as the ready its record says.
+        busy = c.session("listed-busy")
+        running = threading.Thread(target=busy.exec, args=("sleep 3",))
+        running.start()
+        try:
+            assert wait_for(lambda: ids(states=["busy"]) == [busy.id], within=30)
+            assert ids(states=["ready"]) == [live.id]
+        finally:
+            running.join()
+        assert ids(states=["ready"]) == [busy.id, live.id]
+
+        for query, field, says in [
+            ("state=done", "state", 'no state "done" (states: starting, ready, busy, closed'),
+            ("state=", "state", 'no state ""'),
+            ("state=ready,,busy", "state", 'no state ""'),
+            ("kind=perl", "kind", 'must be "shell" or "python", got "perl"'),
+            ("kind=", "kind", 'must be "shell" or "python", got ""'),
+            ("limit=3", "limit", "unknown query parameter (known: kind, state)"),
+        ]:
+            with pytest.raises(CordonError) as e:
+                c.request("GET", "/v1/sessions?" + query)
+            assert e.value.status == 400 and e.value.field == field, (query, e.value)
+            assert says in e.value.message, (query, e.value)
+        assert live.exec("echo ok")["stdout"] == "ok\n"
     finally:
         assert d.stop() == 0

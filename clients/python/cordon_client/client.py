@@ -182,8 +182,19 @@ class Client:
         info = self.request("POST", "/v1/sessions", body)
         return Session(self, info)
 
-    def sessions(self) -> List[Dict[str, Any]]:
-        return self.request("GET", "/v1/sessions")["sessions"]
+    def sessions(self, kind: Optional[str] = None,
+                 states: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
+        """The sessions on record, by id: of ``kind`` ("shell", "python")
+        and in one of ``states`` when given, every one otherwise."""
+        query = {}
+        if kind is not None:
+            query["kind"] = kind
+        if states is not None:
+            query["state"] = ",".join(states)
+        target = "/v1/sessions"
+        if query:
+            target += "?" + urllib.parse.urlencode(query)
+        return self.request("GET", target)["sessions"]
 
 
 class Session:

@@ -196,6 +196,20 @@ async function exerciseTools(client, label) {
   assert.ok(list.sessions.some((x) => x.id === id && x.state === 'ready'), JSON.stringify(list));
   r = ok(await call(client, 'session_close', { id }), 'session_close');
   assert.equal(r.id, id);
+  // Closed, it is listed only when asked for.
+  const after = ok(await call(client, 'session_list'), 'session_list after the close');
+  assert.ok(!after.sessions.some((x) => x.id === id), JSON.stringify(after));
+  const closed = ok(await call(client, 'session_list', { kind: 'shell', state: ['closed'] }),
+    'session_list of closed shells');
+  assert.ok(closed.sessions.some((x) => x.id === id), JSON.stringify(closed));
+  assert.ok(closed.sessions.every((x) => x.state === 'closed'), JSON.stringify(closed));
+  failed(await call(client, 'session_list', { state: ['done'] }), 'state: no state "done"',
+    'a state that is none');
+  failed(await call(client, 'session_list', { state: 'closed' }), 'state: must be an array',
+    'a state that is not an array');
+  failed(await call(client, 'session_list', { state: [] }), 'state: must be an array of one',
+    'no state');
+  failed(await call(client, 'session_list', { kind: 'perl' }), 'kind', 'a kind that is none');
   failed(await call(client, 'session_exec', { id, command: 'true' }), id, 'exec on a closed session');
   failed(await call(client, 'file_list', { id: 'no-such-session' }), 'no-such-session', 'unknown id');
   failed(await call(client, 'session_create', { kind: 'perl' }), 'kind', 'a bad kind');
