@@ -84,9 +84,11 @@ class Gateway final : public api::Extension {
     relay_.Attach(sessions);
     // /api/sessions binds paths to the kernels of this API (sessions_api.h).
     KernelHooks hooks;
-    hooks.model = [this](const std::string& id) -> std::optional<json> {
+    hooks.model = [this](const std::string& id) -> sys::Result<std::optional<json>> {
       auto view = sessions_->Get(id);
-      return view ? Model(*view) : std::nullopt;
+      if (view) return Model(*view);
+      if (view.error().kind == session::Error::Kind::kNotFound) return std::nullopt;
+      return sys::Fail(view.error().message);
     };
     hooks.touch = [this](const std::string& id) { relay_.Touch(id); };
     hooks.forget = [this](const std::string& id) { relay_.Forget(id); };
@@ -153,6 +155,10 @@ class Gateway final : public api::Extension {
     if (seg.size() >= 3 && seg[0] == "api" && seg[1] == "kernels") {
       const std::string id = api::PercentDecode(seg[2]);
       auto view = sessions_->Get(id);
+      if (!view && view.error().kind != session::Error::Kind::kNotFound) {
+        ex->RespondError(FromSession(view.error()));  // not "does not exist"
+        return true;
+      }
       std::optional<json> model = view ? Model(*view) : std::nullopt;
       if (!model) {
         ex->RespondError(JupyterError(404, "Kernel does not exist: " + id));

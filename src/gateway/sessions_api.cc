@@ -212,7 +212,9 @@ sys::Result<std::vector<SessionsApi::Live>> SessionsApi::List() {
   std::vector<Live> out;
   out.reserve(rows.size());
   for (store::JupyterSessionRecord& row : rows) {
-    std::optional<json> kernel = kernels_.model(row.kernel_id);
+    // A kernel whose record cannot be read fails the list: its session is
+    // not dropped as if the kernel were gone.
+    CORDON_ASSIGN_OR_RETURN(std::optional<json> kernel, kernels_.model(row.kernel_id));
     if (!kernel) {
       // The kernel was shut down without its session (DELETE /api/kernels,
       // a clean daemon stop): the session is over, as in jupyter-server.
@@ -268,8 +270,9 @@ void SessionsApi::Create(Wanted wanted, const std::shared_ptr<api::Exchange>& ex
   }
   // Writes the row for kernel `kernel_id` and answers it.
   auto bind = [this, wanted, respond](const std::string& kernel_id) -> std::optional<ApiError> {
-    std::optional<json> kernel = kernels_.model(kernel_id);
-    if (!kernel) return JupyterError(400, "kernel.id: no kernel " + kernel_id + " exists");
+    auto kernel = kernels_.model(kernel_id);
+    if (!kernel) return StoreError(kernel.error());
+    if (!*kernel) return JupyterError(400, "kernel.id: no kernel " + kernel_id + " exists");
     store::JupyterSessionRecord r;
     r.id = jupyter::NewUuid();
     r.path = *wanted.path;
@@ -280,7 +283,7 @@ void SessionsApi::Create(Wanted wanted, const std::shared_ptr<api::Exchange>& ex
     r.updated_at_ms = r.created_at_ms;
     if (auto put = store_.PutJupyterSession(r); !put) return StoreError(put.error());
     kernels_.touch(kernel_id);
-    respond(Model(Live{std::move(r), std::move(*kernel)}));
+    respond(Model(Live{std::move(r), std::move(**kernel)}));
     return std::nullopt;
   };
   if (wanted.kernel_id) {
@@ -336,7 +339,9 @@ void SessionsApi::Update(const std::string& id, Wanted wanted,
     StopKernel(before, answer);
   };
   if (wanted.kernel_id) {
-    if (!kernels_.model(*wanted.kernel_id)) {
+    auto kernel = kernels_.model(*wanted.kernel_id);
+    if (!kernel) return ex->RespondError(StoreError(kernel.error()));
+    if (!*kernel) {
       return ex->RespondError(
           JupyterError(400, "kernel.id: no kernel " + *wanted.kernel_id + " exists"));
     }
@@ -397,7 +402,9 @@ void SessionsApi::StartKernel(std::function<void(std::expected<std::string, ApiE
 
 void SessionsApi::StopKernel(const std::string& kernel_id,
                              std::function<void(std::optional<ApiError>)> done) {
-  if (!kernels_.model(kernel_id)) return done(std::nullopt);  // already gone
+  auto kernel = kernels_.model(kernel_id);
+  if (!kernel) return done(StoreError(kernel.error()));
+  if (!*kernel) return done(std::nullopt);  // already gone
   sessions_->Delete(kernel_id, false, [this, kernel_id, done](session::Outcome<json> r) {
     if (!r && r.error().kind != session::Error::Kind::kNotFound) {
       return done(FromSession(r.error()));

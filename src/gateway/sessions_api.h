@@ -50,8 +50,9 @@ namespace cordon::gateway {
 // What the sessions API needs of the kernels API (gateway.cc).
 struct KernelHooks {
   // The /api/kernels model of a kernel; none when there is no such kernel
-  // (never was, closed, or not a python session).
-  std::function<std::optional<nlohmann::json>(const std::string& id)> model;
+  // (never was, closed, or not a python session); an error when its
+  // record could not be read.
+  std::function<sys::Result<std::optional<nlohmann::json>>(const std::string& id)> model;
   // A kernel was started or bound: its activity starts now.
   std::function<void(const std::string& id)> touch;
   // A kernel was shut down: the relay forgets it.

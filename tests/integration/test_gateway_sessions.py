@@ -18,6 +18,7 @@ and servers the tests started.
 import base64
 import json
 import os
+import sqlite3
 import struct
 import sys
 import threading
@@ -542,6 +543,36 @@ def run_through_server(server, cordon_gw):
     assert r.status_code == 204, (r.status_code, r.text)
     assert wait_for(lambda: cordon_gw.kernel(kid).status_code == 404), \
         "deleting the session on the notebook server left its kernel on cordon"
+
+
+def test_a_store_that_cannot_be_read_is_a_500_not_a_kernel_that_does_not_exist(tmp_path):
+    # A kernel id the daemon does not hold is looked up in its store. When
+    # the store cannot answer, the gateway says so (500): not that the
+    # kernel does not exist, which a client would believe.
+    d = Daemon(tmp_path / "state", cgroup_root=ROOT + "-store")
+    try:
+        gw = Gateway(d.url, d.token)
+        bind = {"path": "x.ipynb", "type": "notebook", "kernel": {"id": "no-such-kernel"}}
+        db = sqlite3.connect(os.path.join(d.state_dir, "cordon.db"), timeout=30)
+        try:
+            db.execute("ALTER TABLE sessions RENAME TO sessions_away")
+            db.commit()
+            for r in [gw.kernel("no-such-kernel"), gw.request("GET", "/api/kernels"),
+                      gw.request("POST", "/api/sessions", bind)]:
+                assert r.status_code == 500, (r.request.method, r.request.url, r.text)
+                assert "record" in r.json()["message"], r.text
+        finally:
+            db.execute("ALTER TABLE sessions_away RENAME TO sessions")
+            db.commit()
+            db.close()
+        # Readable again: what those requests said before, and nothing changed.
+        assert gw.kernel("no-such-kernel").status_code == 404
+        assert gw.kernels() == []
+        r = gw.request("POST", "/api/sessions", bind)
+        assert r.status_code == 400 and "no kernel no-such-kernel" in r.text, r.text
+        assert sessions(gw) == []
+    finally:
+        stop_daemon(d)
 
 
 def test_jupyter_server_1_23_in_gateway_mode(gw, tmp_path):
