@@ -243,6 +243,9 @@ struct Daemon::Impl {
     const auto query = ParseQuery(request.query);
     if (!seg.empty() && seg[0] == "v1") {
       std::vector<std::string_view> known = QueryKeys(seg, method);
+      if (auto twice = RepeatedQueryKey(request.query)) {
+        return ex->RespondError(Invalid(*twice, *twice + ": given more than once"));
+      }
       if (auto unknown = UnknownQueryKey(query, known)) {
         std::string takes;
         for (std::string_view k : known) takes += (takes.empty() ? "" : ", ") + std::string(k);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <set>
 
 namespace cordon::api {
 
@@ -20,18 +21,37 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
-std::map<std::string, std::string> ParseQuery(std::string_view q) {
-  std::map<std::string, std::string> out;
+namespace {
+
+// Calls `each(key, value)`, each decoded, for the pairs of `q` in order.
+template <typename Each>
+void ForEachQueryPair(std::string_view q, Each each) {
   while (!q.empty()) {
     size_t amp = q.find('&');
     std::string_view pair = q.substr(0, amp);
     size_t eq = pair.find('=');
-    out[PercentDecode(pair.substr(0, eq))] =
-        eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1));
+    each(PercentDecode(pair.substr(0, eq)),
+         eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1)));
     if (amp == std::string_view::npos) break;
     q.remove_prefix(amp + 1);
   }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ParseQuery(std::string_view q) {
+  std::map<std::string, std::string> out;
+  ForEachQueryPair(q, [&](std::string key, std::string value) { out[key] = std::move(value); });
   return out;
+}
+
+std::optional<std::string> RepeatedQueryKey(std::string_view q) {
+  std::set<std::string> seen;
+  std::optional<std::string> twice;
+  ForEachQueryPair(q, [&](std::string key, const std::string&) {
+    if (!twice && !seen.insert(key).second) twice = std::move(key);
+  });
+  return twice;
 }
 
 std::optional<std::string> UnknownQueryKey(const std::map<std::string, std::string>& query,

@@ -18,6 +18,10 @@ std::string PercentDecode(std::string_view text);
 // "a=1&b=x%20y" -> {a: 1, b: "x y"}; a key without '=' maps to "".
 std::map<std::string, std::string> ParseQuery(std::string_view query);
 
+// The first key given twice in `query` (decoded): a route refuses it
+// rather than take one of the two ("?state=ready&state=closed").
+std::optional<std::string> RepeatedQueryKey(std::string_view query);
+
 // The first key of `query` that is not one of `known`: a route refuses it,
 // so that a misspelt parameter (`?path=` for `?dir=`) is not quietly
 // ignored.

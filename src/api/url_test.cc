@@ -22,6 +22,11 @@ TEST(UrlTest, QueryKeysAndFlags) {
   EXPECT_EQ(UnknownQueryKey(q, {"dir", "offset"}), std::nullopt);
   EXPECT_EQ(UnknownQueryKey(q, {"dir"}), "offset");
   EXPECT_EQ(UnknownQueryKey(ParseQuery(""), {}), std::nullopt);
+  EXPECT_EQ(RepeatedQueryKey("dir=a&offset=1"), std::nullopt);
+  EXPECT_EQ(RepeatedQueryKey(""), std::nullopt);
+  EXPECT_EQ(RepeatedQueryKey("state=ready&kind=shell&state=closed"), "state");
+  EXPECT_EQ(RepeatedQueryKey("keep_workspace&keep_workspace=false"), "keep_workspace");
+  EXPECT_EQ(RepeatedQueryKey("dir=a&d%69r=b"), "dir");  // decoded first
   EXPECT_EQ(ParseQueryFlag(""), true);
   EXPECT_EQ(ParseQueryFlag("yes"), true);
   EXPECT_EQ(ParseQueryFlag("0"), false);

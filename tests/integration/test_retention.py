@@ -277,6 +277,7 @@ def test_the_list_of_sessions_is_filtered_by_kind_and_state(state_dir):
             ("kind=perl", "kind", 'must be "shell" or "python", got "perl"'),
             ("kind=", "kind", 'must be "shell" or "python", got ""'),
             ("limit=3", "limit", "unknown query parameter (known: kind, state)"),
+            ("state=ready&state=closed", "state", "state: given more than once"),
         ]:
             with pytest.raises(CordonError) as e:
                 c.request("GET", "/v1/sessions?" + query)
