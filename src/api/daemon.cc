@@ -256,7 +256,18 @@ struct Daemon::Impl {
     }
     if (is({"v1", "health"})) {
       if (method != http::verb::get) return not_allowed("GET");
-      return ex->RespondJson(200, {{"status", stopping ? "stopping" : "ok"},
+      // Degraded while the store's writes fail: nothing can be recorded,
+      // so nothing new can start.
+      auto failing = store->failing_writes();
+      json writes = {{"writes", "ok"}};
+      if (failing) {
+        writes = {
+            {"writes", "failing"}, {"error", failing->error}, {"since_ms", failing->since_ms}};
+      }
+      return ex->RespondJson(200, {{"status", stopping  ? "stopping"
+                                              : failing ? "degraded"
+                                                        : "ok"},
+                                   {"store", std::move(writes)},
                                    {"version", CORDON_VERSION},
                                    {"runs_active", runs->active()},
                                    {"sessions_active", sessions->live()},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
 #include "sys/workers.h"
 
@@ -26,6 +27,27 @@ sys::Error SqlError(sqlite3* db, std::string_view what, int rc) {
 }
 
 }  // namespace
+
+void WriteHealth::Succeeded() {
+  if (!failing_now_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(mutex_);
+  failing_.reset();
+  failing_now_ = false;
+}
+
+void WriteHealth::Failed(const sys::Error& error) {
+  std::lock_guard lock(mutex_);
+  if (failing_) return;  // the first of the run is kept
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  failing_ =
+      Failing{error.message(), std::chrono::duration_cast<std::chrono::milliseconds>(now).count()};
+  failing_now_ = true;
+}
+
+std::optional<WriteHealth::Failing> WriteHealth::failing() const {
+  std::lock_guard lock(mutex_);
+  return failing_;
+}
 
 StatementCache::~StatementCache() {
   for (auto& [sql, stmt] : idle) sqlite3_finalize(stmt);
@@ -73,8 +95,20 @@ sys::Result<bool> Statement::Step() {
   }
   int rc = sqlite3_step(stmt_.get());
   if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  return std::unexpected(SqlError(db_, sqlite3_sql(stmt_.get()), rc));
+  // (BEGIN and COMMIT count as read-only: only migrations use them.)
+  const bool write = !sqlite3_stmt_readonly(stmt_.get());
+  if (rc == SQLITE_DONE) {
+    if (write) health_->Succeeded();
+    return false;
+  }
+  sys::Error error = SqlError(db_, sqlite3_sql(stmt_.get()), rc);
+  // A write the store refused for what it was (a duplicate id, say) says
+  // nothing of whether the store can write.
+  const int primary = rc & 0xff;
+  const bool refused = primary == SQLITE_CONSTRAINT || primary == SQLITE_TOOBIG ||
+                       primary == SQLITE_MISMATCH || primary == SQLITE_RANGE;
+  if (write && !refused) health_->Failed(error);
+  return std::unexpected(std::move(error));
 }
 
 sys::Result<void> Statement::Run() {
@@ -190,13 +224,13 @@ sys::Result<Statement> Database::Prepare(std::string_view sql) {
   if (auto it = cache_->idle.find(sql); it != cache_->idle.end()) {
     sqlite3_stmt* stmt = it->second;
     cache_->idle.erase(it);
-    return Statement(db_.get(), stmt, std::move(give_back));
+    return Statement(db_.get(), stmt, std::move(give_back), health_.get());
   }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v3(db_.get(), sql.data(), static_cast<int>(sql.size()),
                               SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) return std::unexpected(SqlError(db_.get(), "prepare", rc));
-  return Statement(db_.get(), stmt, std::move(give_back));
+  return Statement(db_.get(), stmt, std::move(give_back), health_.get());
 }
 
 sys::Result<void> Database::Exec(std::string_view sql) {

@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,26 @@ struct StatementCache {
   StatementCache& operator=(const StatementCache&) = delete;
   ~StatementCache();
   std::multimap<std::string, sqlite3_stmt*, std::less<>> idle;
+};
+
+// What a connection's writes (statements that change the database) came
+// to last: from a write that failed until one succeeds, the first error of
+// that run of failures and when it came. A write refused for what it was
+// (a constraint) is neither. Any thread.
+class WriteHealth final {
+ public:
+  struct Failing {
+    std::string error;
+    int64_t since_ms;  // since the epoch
+  };
+  void Succeeded();
+  void Failed(const sys::Error& error);
+  std::optional<Failing> failing() const;
+
+ private:
+  std::atomic<bool> failing_now_{false};  // a write's success looks only here
+  mutable std::mutex mutex_;
+  std::optional<Failing> failing_;
 };
 
 class Statement final {
@@ -59,10 +80,11 @@ class Statement final {
     std::string sql;
     void operator()(sqlite3_stmt* stmt);
   };
-  Statement(sqlite3* db, sqlite3_stmt* stmt, GiveBack give_back)
-      : db_(db), stmt_(stmt, std::move(give_back)) {}
+  Statement(sqlite3* db, sqlite3_stmt* stmt, GiveBack give_back, WriteHealth* health)
+      : db_(db), stmt_(stmt, std::move(give_back)), health_(health) {}
   sqlite3* db_;
   std::unique_ptr<sqlite3_stmt, GiveBack> stmt_;
+  WriteHealth* health_;
   int bind_error_ = SQLITE_OK;
 };
 
@@ -80,10 +102,12 @@ class Database final {
   sys::Result<Statement> Prepare(std::string_view sql);
   sys::Result<void> Exec(std::string_view sql);  // one or more statements, no rows
   sqlite3* handle() const { return db_.get(); }
+  const WriteHealth& write_health() const { return *health_; }
 
  private:
   explicit Database(sqlite3* db)
       : db_(db, &sqlite3_close_v2), cache_(std::make_shared<StatementCache>()) {}
+  std::unique_ptr<WriteHealth> health_ = std::make_unique<WriteHealth>();  // stays put on a move
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> db_;
   std::shared_ptr<StatementCache> cache_;  // after db_: finalized before it closes
 };

@@ -126,6 +126,11 @@ class Store final {
   uint64_t background_checkpoints() const { return checkpointer_ ? checkpointer_->done() : 0; }
 
   int schema_version() const { return schema_version_; }
+  // Since the store's latest write failed (a full disk, say), until one
+  // succeeds: the first error of those failures and when it came.
+  std::optional<WriteHealth::Failing> failing_writes() const {
+    return db_.write_health().failing();
+  }
   const std::string& path() const { return path_; }
 
  private:

@@ -77,6 +77,40 @@ TEST(StoreTest, ADuplicateIdIsAnError) {
   EXPECT_FALSE(store->InsertGrant(Sample("same")));
 }
 
+TEST(StoreTest, AFailedWriteIsReportedUntilOneSucceeds) {
+  testing::TempDir dir;
+  auto store = Store::Open(dir / "state");
+  ASSERT_TRUE(store) << store.error().message();
+  EXPECT_FALSE(store->failing_writes());
+  ASSERT_TRUE(store->InsertGrant(Sample("g1")));
+  // Refused for what it was: the store itself is fine.
+  EXPECT_FALSE(store->InsertGrant(Sample("g1")));
+  EXPECT_FALSE(store->failing_writes());
+
+  // The grants table taken away by another connection: writes fail.
+  auto other = Database::Open(dir / "state/cordon.db");
+  ASSERT_TRUE(other) << other.error().message();
+  ASSERT_TRUE(other->Exec("ALTER TABLE grants RENAME TO grants_away"));
+  EXPECT_FALSE(store->InsertGrant(Sample("g2")));
+  auto failing = store->failing_writes();
+  ASSERT_TRUE(failing);
+  EXPECT_NE(failing->error.find("no such table: grants"), std::string::npos) << failing->error;
+  EXPECT_LE(failing->since_ms, NowMs());
+  EXPECT_GT(failing->since_ms, NowMs() - 60'000);
+  // A read, or another failure, changes nothing: the first failure stays.
+  EXPECT_TRUE(store->ListSessions("", {}));
+  EXPECT_FALSE(store->RecordRelease("g1", "exited", {{"dead", true}}, true));
+  auto still = store->failing_writes();
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->since_ms, failing->since_ms);
+  EXPECT_EQ(still->error, failing->error);
+
+  // A write that succeeds ends it.
+  ASSERT_TRUE(other->Exec("ALTER TABLE grants_away RENAME TO grants"));
+  ASSERT_TRUE(store->InsertGrant(Sample("g2")));
+  EXPECT_FALSE(store->failing_writes());
+}
+
 TEST(StoreTest, RefusesADatabaseFromANewerCordon) {
   testing::TempDir dir;
   { ASSERT_TRUE(Store::Open(dir.path())); }

@@ -6,20 +6,25 @@ unaffected; where the host cannot bound a workspace the grant reports
 made is gone when the tests end."""
 import os
 import shutil
+import sqlite3
+import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
-from cordon_client import TooLargeError  # noqa: E402
+from cordon_client import CordonError, TooLargeError  # noqa: E402
 
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
     cgroup_mounts,
+    fill_filesystem,
     remove_tree,
+    unmount_beneath,
     wait_for,
 )
 
@@ -295,3 +300,63 @@ def test_where_a_session_cannot_be_bounded_it_is_degraded_with_the_reason(base, 
         assert "disk" in e.value.message, e.value.message
     finally:
         assert d.stop() == 0
+
+
+def test_health_says_while_the_store_cannot_write_and_since_when(tmp_path):
+    # The state directory's filesystem full: nothing can be recorded, so
+    # nothing new can start (507). GET /v1/health says so, with the first
+    # error and its time, until a write succeeds again.
+    image, state = tmp_path / "state.img", tmp_path / "daemon" / "state"
+    state.mkdir(parents=True)
+    subprocess.run(["truncate", "-s", "64M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(state)], check=True)
+    d = None
+    try:
+        d = Daemon(state, "--prespawn-runs", "0", "--prespawn-shells", "0",
+                   cgroup_root=CGROUP_ROOT + "-store-health")
+        c = d.client()
+        # A workspace of its own (not on the full filesystem): what a run
+        # then needs of the state directory is its records alone.
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+
+        def run():
+            return c.run(["/bin/true"], isolation="none", workspace=str(workspace))
+
+        assert run()["exit_code"] == 0
+        health = c.health()
+        assert health["status"] == "ok" and health["store"] == {"writes": "ok"}, health
+
+        # The next write needs new blocks: the write-ahead log is emptied first.
+        db = sqlite3.connect(str(state / "cordon.db"), timeout=30)
+        try:
+            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        finally:
+            db.close()
+        filler = state / "filler"
+        fill_filesystem(filler)
+        before_ms = time.time() * 1000
+        for _ in range(2):
+            with pytest.raises(CordonError) as e:
+                run()
+            assert e.value.status == 507, e.value
+            assert "cannot record the grant" in e.value.message, e.value
+        health = c.health()
+        assert health["status"] == "degraded", health
+        store = health["store"]
+        assert store["writes"] == "failing" and any(f in store["error"] for f in FULL), store
+        assert before_ms - 1000 <= store["since_ms"] <= time.time() * 1000, store
+        first = store["since_ms"]
+        with pytest.raises(CordonError):
+            run()
+        assert c.health()["store"]["since_ms"] == first  # the first failure's time stays
+
+        os.unlink(filler)
+        assert run()["exit_code"] == 0
+        health = c.health()
+        assert health["status"] == "ok" and health["store"] == {"writes": "ok"}, health
+    finally:
+        if d is not None:
+            assert d.stop() == 0
+        assert unmount_beneath(state) == []
