@@ -596,6 +596,29 @@ def mounts_beneath(path):
     return sorted(set(found), key=len, reverse=True)
 
 
+def state_on_small_filesystem(tmp_path, size="64M"):
+    """A state directory that is a filesystem of its own (an ext4 image of
+    `size`, loop-mounted; the daemon's log is beside it), to be filled;
+    unmount it with unmount_beneath."""
+    image, state = tmp_path / "state.img", tmp_path / "daemon" / "state"
+    state.mkdir(parents=True)
+    subprocess.run(["truncate", "-s", size, str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(state)], check=True)
+    return state
+
+
+def empty_the_wal(state):
+    """Checkpoints the store's write-ahead log into its database and
+    truncates it: what the daemon writes next needs new blocks."""
+    import sqlite3
+    db = sqlite3.connect(os.path.join(str(state), "cordon.db"), timeout=30)
+    try:
+        assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    finally:
+        db.close()
+
+
 def fill_filesystem(path):
     """Appends to the file `path` until its filesystem is full (ENOSPC or
     EDQUOT); returns how many bytes it wrote."""

@@ -6,8 +6,6 @@ unaffected; where the host cannot bound a workspace the grant reports
 made is gone when the tests end."""
 import os
 import shutil
-import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -22,8 +20,10 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     CGROUP_ROOT,
     Daemon,
     cgroup_mounts,
+    empty_the_wal,
     fill_filesystem,
     remove_tree,
+    state_on_small_filesystem,
     unmount_beneath,
     wait_for,
 )
@@ -306,11 +306,7 @@ def test_health_says_while_the_store_cannot_write_and_since_when(tmp_path):
     # The state directory's filesystem full: nothing can be recorded, so
     # nothing new can start (507). GET /v1/health says so, with the first
     # error and its time, until a write succeeds again.
-    image, state = tmp_path / "state.img", tmp_path / "daemon" / "state"
-    state.mkdir(parents=True)
-    subprocess.run(["truncate", "-s", "64M", str(image)], check=True)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
-    subprocess.run(["mount", "-o", "loop", str(image), str(state)], check=True)
+    state = state_on_small_filesystem(tmp_path)
     d = None
     try:
         d = Daemon(state, "--prespawn-runs", "0", "--prespawn-shells", "0",
@@ -328,12 +324,7 @@ def test_health_says_while_the_store_cannot_write_and_since_when(tmp_path):
         health = c.health()
         assert health["status"] == "ok" and health["store"] == {"writes": "ok"}, health
 
-        # The next write needs new blocks: the write-ahead log is emptied first.
-        db = sqlite3.connect(str(state / "cordon.db"), timeout=30)
-        try:
-            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-        finally:
-            db.close()
+        empty_the_wal(state)
         filler = state / "filler"
         fill_filesystem(filler)
         before_ms = time.time() * 1000

@@ -4,8 +4,6 @@ declares nothing of its own gets a shell that was started, in its sandbox
 and under the default bounds, before the request came; no pooled shell is
 ever handed to two sessions; a crash leaves nothing of the pool running."""
 import os
-import sqlite3
-import subprocess
 import sys
 
 import pytest
@@ -16,10 +14,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients"
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
+    empty_the_wal,
     fill_filesystem,
     pids_in_cgroup_tree,
     require_namespaces,
     assert_count_option_refused,
+    state_on_small_filesystem,
     still_running,
     grant_row,
     store_query,
@@ -167,12 +167,7 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
     naming the cause, and the runtime and its workspace go."""
     options, pool, size = (("--prespawn", "1"), "kernels_warm", 1) if kind == "python" else (
         (), "shells_warm", 2)
-    # The state directory is the filesystem (the daemon's log is beside it).
-    image, state = tmp_path / "state.img", tmp_path / "daemon" / "state"
-    state.mkdir(parents=True)
-    subprocess.run(["truncate", "-s", "64M", str(image)], check=True)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
-    subprocess.run(["mount", "-o", "loop", str(image), str(state)], check=True)
+    state = state_on_small_filesystem(tmp_path)
     d = None
     try:
         d = Daemon(state, *options)
@@ -184,11 +179,7 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
         # What the store writes next needs new blocks: its write-ahead log
         # is emptied first. Then one block is left: enough for the
         # directory the warm workspace moves to, not for a page of the log.
-        db = sqlite3.connect(str(state / "cordon.db"), timeout=30)
-        try:
-            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-        finally:
-            db.close()
+        empty_the_wal(state)
         filler = state / "filler"
         fill_filesystem(filler)
         block = os.statvfs(state).f_bsize
