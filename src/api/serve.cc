@@ -102,12 +102,20 @@ int Serve(DaemonOptions options) {
 }
 
 void IgnoreSignalsFromNowOn(boost::asio::signal_set& signals) {
-  // Letting go restores the default action (a kill), so they are ignored
-  // at once after.
+  // Letting go restores the default action (a kill) until they are
+  // ignored: meanwhile this thread, the only one that takes them (cordon's
+  // other threads are QuietThreads, libzmq's block every signal too),
+  // holds them, and the SIG_IGN discards one that came.
+  sigset_t both, saved;
+  ::sigemptyset(&both);
+  ::sigaddset(&both, SIGTERM);
+  ::sigaddset(&both, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &both, &saved);
   boost::system::error_code ignored;
   signals.clear(ignored);
   ::signal(SIGTERM, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 
 }  // namespace cordon::api
