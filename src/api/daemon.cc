@@ -25,6 +25,7 @@
 #include "store/store.h"
 #include "sys/json_text.h"
 #include "sys/random.h"
+#include "sys/text.h"
 
 #ifndef CORDON_VERSION
 #define CORDON_VERSION "dev"
@@ -247,11 +248,11 @@ struct Daemon::Impl {
         return ex->RespondError(Invalid(*twice, *twice + ": given more than once"));
       }
       if (auto unknown = UnknownQueryKey(query, known)) {
-        std::string takes;
-        for (std::string_view k : known) takes += (takes.empty() ? "" : ", ") + std::string(k);
         return ex->RespondError(Invalid(
-            *unknown, *unknown + ": unknown query parameter (" +
-                          (takes.empty() ? "this endpoint takes none" : "known: " + takes) + ")"));
+            *unknown,
+            *unknown + ": unknown query parameter (" +
+                (known.empty() ? "this endpoint takes none" : "known: " + sys::JoinNames(known)) +
+                ")"));
       }
     }
     if (is({"v1", "health"})) {
@@ -299,10 +300,8 @@ struct Daemon::Impl {
         if (auto it = query.find("kind"); it != query.end()) kind = it->second;
         std::vector<std::string> states;
         if (auto it = query.find("state"); it != query.end()) {
-          const std::string& list = it->second;
-          for (size_t at = 0, comma = 0; comma != std::string::npos; at = comma + 1) {
-            comma = list.find(',', at);
-            states.push_back(list.substr(at, comma - at));  // "" too: refused
+          for (std::string_view state : sys::SplitCommas(it->second)) {
+            states.emplace_back(state);  // "" too: refused
           }
         }
         auto filter = session::MakeListFilter(kind, states);

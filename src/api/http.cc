@@ -31,6 +31,7 @@
 
 #include "api/log.h"
 #include "sys/json_text.h"
+#include "sys/text.h"
 
 namespace cordon::api {
 namespace {
@@ -194,11 +195,8 @@ class WebSocketSession final : public WebSocket,
     std::vector<std::string> offered;
     for (auto [it, end] = request.equal_range(http::field::sec_websocket_protocol); it != end;
          ++it) {
-      std::string_view list(it->value().data(), it->value().size());
-      while (!list.empty()) {
-        size_t comma = list.find(',');
-        std::string_view token = list.substr(0, comma);
-        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      for (std::string_view token :
+           sys::SplitCommas(std::string_view(it->value().data(), it->value().size()))) {
         while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) {
           token.remove_prefix(1);
         }

@@ -18,9 +18,7 @@ Parsed<void> OnlyKnown(const json& object, const std::set<std::string>& known,
                        const std::string& prefix) {
   for (const auto& [key, value] : object.items()) {
     if (!known.contains(key)) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      return Bad(prefix + key, "unknown field (known: " + list + ")");
+      return Bad(prefix + key, "unknown field (known: " + sys::JoinNames(known) + ")");
     }
   }
   return {};
@@ -105,11 +103,10 @@ Parsed<void> Require(const json& body, contain::Spec& spec) {
   for (const auto& name : body["require"]) {
     auto cap = name.is_string() ? contain::ParseCapability(name.get<std::string>()) : std::nullopt;
     if (!cap) {
-      std::string known;
-      for (auto c : contain::kAllCapabilities) {
-        known += (known.empty() ? "" : ", ") + std::string(contain::CapabilityName(c));
-      }
-      return Bad("require", "unknown capability " + name.dump() + " (known: " + known + ")");
+      return Bad("require", "unknown capability " + name.dump() + " (known: " +
+                                sys::JoinNames(contain::kAllCapabilities |
+                                               std::views::transform(contain::CapabilityName)) +
+                                ")");
     }
     spec.required.insert(*cap);
   }

@@ -18,6 +18,7 @@
 #include "contain/probe_cache.h"
 #include "run/run_sync.h"
 #include "sys/fd.h"
+#include "sys/text.h"
 
 namespace cordon::cli {
 namespace {
@@ -217,20 +218,14 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
   }
 
   for (const auto& list : a.require) {
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t end = list.find(',', start);
-      if (end == std::string::npos) end = list.size();
-      std::string name = list.substr(start, end - start);
-      start = end + 1;
+    for (std::string_view name : sys::SplitCommas(list)) {
       if (name.empty()) continue;
-      auto cap = contain::ParseCapability(name);
+      auto cap = contain::ParseCapability(std::string(name));
       if (!cap) {
-        std::string known;
-        for (auto c : contain::kAllCapabilities) {
-          known += (known.empty() ? "" : ", ") + std::string(contain::CapabilityName(c));
-        }
-        return "--require: unknown capability '" + name + "' (known: " + known + ")";
+        return "--require: unknown capability '" + std::string(name) + "' (known: " +
+               sys::JoinNames(contain::kAllCapabilities |
+                              std::views::transform(contain::CapabilityName)) +
+               ")";
       }
       spec.required.insert(*cap);
     }

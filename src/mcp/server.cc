@@ -5,6 +5,7 @@
 
 #include "api/log.h"
 #include "mcp/output.h"
+#include "sys/text.h"
 
 #ifndef CORDON_VERSION
 #define CORDON_VERSION "dev"
@@ -58,8 +59,7 @@ std::expected<Envelope, RpcError> ReadEnvelope(const Message& m) {
   Envelope e;
   e.protocol_version = version.get<std::string>();
   if (!ModernVersion(e.protocol_version)) {
-    std::string legacy;
-    for (auto v : kProtocolVersions) legacy += (legacy.empty() ? "" : ", ") + std::string(v);
+    const std::string legacy = sys::JoinNames(kProtocolVersions);
     const bool is_legacy = SupportedVersion(e.protocol_version);
     return std::unexpected(
         RpcError{kUnsupportedProtocolVersion,
@@ -84,9 +84,8 @@ std::expected<Envelope, RpcError> ReadEnvelope(const Message& m) {
   if (level != meta.end() && !level->is_null()) {
     e.log_level = level->is_string() ? LogLevel(level->get<std::string>()) : -1;
     if (e.log_level < 0) {
-      std::string known;
-      for (auto l : kLogLevels) known += (known.empty() ? "" : ", ") + std::string(l);
-      return invalid(field(kMetaLogLevel) + ": must be one of " + known + " (least severe first)");
+      return invalid(field(kMetaLogLevel) + ": must be one of " + sys::JoinNames(kLogLevels) +
+                     " (least severe first)");
     }
   }
   return e;
@@ -358,11 +357,10 @@ void Server::SetLevel(Connection& c, const Message& m, const Reply& reply) {
                                 : "";
   const int index = LogLevel(level);
   if (index < 0) {
-    std::string known;
-    for (auto l : kLogLevels) known += (known.empty() ? "" : ", ") + std::string(l);
-    return reply(ErrorResponse(
-        RpcError{kInvalidParams,
-                 "params.level: is required, one of " + known + " (least severe first)", m.id}));
+    return reply(ErrorResponse(RpcError{
+        kInvalidParams,
+        "params.level: is required, one of " + sys::JoinNames(kLogLevels) + " (least severe first)",
+        m.id}));
   }
   c.state->log_level = index;
   reply(Response(m.id, json::object()));
@@ -447,9 +445,8 @@ void Server::CallTool(Connection& c, const Message& m, Reply reply, Notify notif
   const std::string name = p["name"].get<std::string>();
   tool = FindTool(name);
   if (!tool) {
-    std::string known;
-    for (const auto& t : Tools()) known += (known.empty() ? "" : ", ") + t.name;
-    return fail("unknown tool: " + name + " (tools: " + known + ")");
+    return fail("unknown tool: " + name +
+                " (tools: " + sys::JoinNames(Tools() | std::views::transform(&Tool::name)) + ")");
   }
   json arguments = p.value("arguments", json::object());
   if (arguments.is_null()) arguments = json::object();

@@ -45,9 +45,8 @@ std::optional<std::string> Unknown(const json& args, const std::vector<std::stri
     bool found = false;
     for (const auto& k : known) found |= k == key;
     if (found) continue;
-    std::string list;
-    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    return key + ": unknown argument (known: " + (list.empty() ? "none" : list) + ")";
+    return key + ": unknown argument (known: " + (known.empty() ? "none" : sys::JoinNames(known)) +
+           ")";
   }
   return std::nullopt;
 }

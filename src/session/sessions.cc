@@ -12,6 +12,7 @@
 #include "contain/reap.h"
 #include "session/workspace.h"
 #include "sys/random.h"
+#include "sys/text.h"
 
 namespace cordon::session {
 namespace {
@@ -863,9 +864,9 @@ Outcome<ListFilter> MakeListFilter(const std::optional<std::string>& kind,
   ListFilter filter{kind.value_or(""), {}};
   for (const std::string& state : states) {
     if (std::find(kSessionStates.begin(), kSessionStates.end(), state) == kSessionStates.end()) {
-      std::string known;
-      for (const std::string& k : kSessionStates) known += (known.empty() ? "" : ", ") + k;
-      return Failure(Kind::kInvalid, "no state \"" + state + "\" (states: " + known + ")", "state");
+      return Failure(Kind::kInvalid,
+                     "no state \"" + state + "\" (states: " + sys::JoinNames(kSessionStates) + ")",
+                     "state");
     }
   }
   if (!states.empty()) {

@@ -156,6 +156,20 @@ TEST(TextTest, IsUtf8AcceptsWellFormedTextOnly) {
   }
 }
 
+TEST(TextTest, SplitCommasKeepsEveryFieldAsWritten) {
+  using Fields = std::vector<std::string_view>;
+  EXPECT_EQ(SplitCommas("ready,busy"), (Fields{"ready", "busy"}));
+  EXPECT_EQ(SplitCommas("one"), (Fields{"one"}));
+  EXPECT_EQ(SplitCommas(""), (Fields{""}));
+  EXPECT_EQ(SplitCommas(",a, b ,"), (Fields{"", "a", " b ", ""}));
+}
+
+TEST(TextTest, JoinNamesListsWhatItIsGiven) {
+  EXPECT_EQ(JoinNames(std::vector<std::string>{"a", "b", "c"}), "a, b, c");
+  EXPECT_EQ(JoinNames(std::vector<std::string_view>{"", "x"}), ", x");
+  EXPECT_EQ(JoinNames(std::vector<const char*>{}), "");
+}
+
 TEST(WorkersTest, RunsJobsInOrderAndFinishesThemBeforeItGoes) {
   std::vector<int> done;
   {

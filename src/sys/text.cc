@@ -70,4 +70,14 @@ std::optional<std::string> Base64Decode(std::string_view text) {
   return out;
 }
 
+std::vector<std::string_view> SplitCommas(std::string_view list) {
+  std::vector<std::string_view> fields;
+  while (true) {
+    size_t comma = list.find(',');
+    fields.push_back(list.substr(0, comma));
+    if (comma == std::string_view::npos) return fields;
+    list.remove_prefix(comma + 1);
+  }
+}
+
 }  // namespace cordon::sys
