@@ -171,7 +171,11 @@ def ended(n):
             if held == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        listed = len(c.json("GET", "/v1/sessions")["sessions"])
+        listed, page = 0, {"next": ""}
+        while "next" in page:  # a page at a time, at most 1000 each
+            page = c.json("GET", "/v1/sessions?after=" + page["next"] if page["next"]
+                          else "/v1/sessions")
+            listed += len(page["sessions"])
         # The slope once the allocator and the store's cache have grown to
         # what the churn itself needs: what each ended session still costs.
         first = n // 10

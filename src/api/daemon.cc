@@ -44,7 +44,7 @@ std::vector<std::string_view> QueryKeys(const std::vector<std::string>& seg, htt
     return {"keep_workspace"};
   }
   if (seg.size() == 2 && seg[1] == "sessions" && method == http::verb::get) {
-    return {"kind", "state"};
+    return {"kind", "state", "after", "limit"};
   }
   if (seg.size() == 4 && seg[1] == "sessions" && seg[3] == "files") return {"dir"};
   if (seg.size() > 4 && seg[1] == "sessions" && seg[3] == "files" && method == http::verb::put) {
@@ -295,21 +295,37 @@ struct Daemon::Impl {
     if (is({"v1", "sessions"})) {
       if (method == http::verb::post) return CreateSession(request, ex);
       if (method == http::verb::get) {
-        // ?kind=shell&state=ready,busy: the states a comma-separated list.
-        std::optional<std::string> kind;
-        if (auto it = query.find("kind"); it != query.end()) kind = it->second;
+        // ?kind=shell&state=ready,busy&after=ID&limit=N: the states a
+        // comma-separated list; a page of at most N (default and most
+        // session::kMaxListLimit), with "next" to pass as `after` when
+        // there are more.
+        auto given = [&](const char* key) -> std::optional<std::string> {
+          auto it = query.find(key);
+          return it == query.end() ? std::nullopt : std::optional(it->second);
+        };
         std::vector<std::string> states;
-        if (auto it = query.find("state"); it != query.end()) {
-          for (std::string_view state : sys::SplitCommas(it->second)) {
+        if (auto list = given("state")) {
+          for (std::string_view state : sys::SplitCommas(*list)) {
             states.emplace_back(state);  // "" too: refused
           }
         }
-        auto filter = session::MakeListFilter(kind, states);
+        int64_t limit = session::kMaxListLimit;
+        if (auto text = given("limit")) {
+          auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), limit);
+          if (ec != std::errc() || end != text->data() + text->size()) {
+            return ex->RespondError(Invalid("limit", "limit: must be a whole number from 1 to " +
+                                                         std::to_string(session::kMaxListLimit) +
+                                                         ", got \"" + *text + "\""));
+          }
+        }
+        auto filter = session::MakeListFilter(given("kind"), states, given("after"), limit);
         if (!filter) return ex->RespondError(FromSession(filter.error()));
         return sessions->List<std::string>(
             *filter,
-            [](json all) {
-              return sys::JsonText({{"sessions", std::move(all)}}) + "\n";
+            [](session::Listing page) {
+              json body = {{"sessions", std::move(page.sessions)}};
+              if (page.next) body["next"] = *page.next;
+              return sys::JsonText(body) + "\n";
             },
             [ex](session::Outcome<std::string> body) {
               if (!body) return ex->RespondError(FromSession(body.error()));

@@ -136,7 +136,8 @@ class Gateway final : public api::Extension {
     if (is({"api", "kernels"})) {
       if (method == http::verb::get) {
         sessions_->List<json>(
-            session::ListFilter{"python", {"closed"}}, [](json all) { return all; },
+            session::ListFilter{"python", {"closed"}},
+            [](session::Listing all) { return std::move(all.sessions); },
             [this, ex](session::Outcome<json> all) {
               if (!all) return ex->RespondError(FromSession(all.error()));
               json list = json::array();

@@ -339,7 +339,9 @@ void SessionClose(Engine& engine, const Call& call, const json& args, ToolDone d
 }
 
 void SessionList(Engine& engine, const Call& /*call*/, const json& args, ToolDone done) {
-  if (auto unknown = Unknown(args, {"kind", "state"})) return done(ToolError(*unknown));
+  if (auto unknown = Unknown(args, {"kind", "state", "after", "limit"})) {
+    return done(ToolError(*unknown));
+  }
   std::optional<std::string> kind;
   if (args.contains("kind")) {
     if (!args["kind"].is_string()) return done(ToolError("kind: must be a string"));
@@ -357,18 +359,33 @@ void SessionList(Engine& engine, const Call& /*call*/, const json& args, ToolDon
   } else {
     states = args["state"].get<std::vector<std::string>>();
   }
-  auto filter = session::MakeListFilter(kind, states);
+  std::optional<std::string> after;
+  if (args.contains("after")) {
+    if (!args["after"].is_string()) return done(ToolError("after: must be a session id"));
+    after = args["after"].get<std::string>();
+  }
+  // A page an agent can read: 100 unless asked (at most kMaxListLimit).
+  int64_t limit = 100;
+  if (args.contains("limit")) {
+    if (!args["limit"].is_number_integer()) {
+      return done(ToolError("limit: must be an integer from 1 to " +
+                            std::to_string(session::kMaxListLimit)));
+    }
+    limit = args["limit"].get<int64_t>();
+  }
+  auto filter = session::MakeListFilter(kind, states, after, limit);
   if (!filter) return done(ToolError(Describe(filter.error())));
   engine.sessions.List<json>(
       *filter,
-      [](json all) {
-        json sessions = json::array();
-        for (const auto& view : all) sessions.push_back(SessionBrief(view));
-        return sessions;
+      [](session::Listing page) {
+        json result = {{"sessions", json::array()}};
+        for (const auto& view : page.sessions) result["sessions"].push_back(SessionBrief(view));
+        if (page.next) result["next"] = *page.next;
+        return result;
       },
-      [done = std::move(done)](session::Outcome<json> sessions) {
-        if (!sessions) return done(ToolError(Describe(sessions.error())));
-        done(ToolOk({{"sessions", std::move(*sessions)}}));
+      [done = std::move(done)](session::Outcome<json> result) {
+        if (!result) return done(ToolError(Describe(result.error())));
+        done(ToolOk(std::move(*result)));
       });
 }
 
@@ -592,23 +609,33 @@ std::vector<Tool> MakeTools() {
            "keep_workspace.",
            Input({{"id", Schema(kSessionId)}, {"keep_workspace", {{"type", "boolean"}}}}, {"id"}),
            Schema(kBrief), SessionClose});
-  tools.push_back(
-      Tool{"session_list",
-           "The sessions of this server, by id: those not closed unless state says "
-           "which states to list.",
-           Input({{"kind", {{"type", "string"}, {"enum", {"shell", "python"}}}},
-                  {"state",
-                   {{"type", "array"},
-                    {"items", {{"type", "string"}, {"enum", session::kSessionStates}}},
-                    {"description", "The states to list (default: all but closed)."}}}}),
-           [] {
-             json s = {{"type", "object"},
-                       {"properties", {{"sessions", {{"type", "array"}}}}},
-                       {"required", {"sessions"}}};
-             s["properties"]["sessions"]["items"] = Schema(kBrief);
-             return s;
-           }(),
-           SessionList});
+  tools.push_back(Tool{
+      "session_list",
+      "The sessions of this server, by id: those not closed unless state says "
+      "which states to list, a page at a time (next, when given, is the after of the "
+      "next page).",
+      Input({{"kind", {{"type", "string"}, {"enum", {"shell", "python"}}}},
+             {"state",
+              {{"type", "array"},
+               {"items", {{"type", "string"}, {"enum", session::kSessionStates}}},
+               {"description", "The states to list (default: all but closed)."}}},
+             {"after",
+              {{"type", "string"},
+               {"description", "List the sessions whose id comes after this one."}}},
+             {"limit",
+              {{"type", "integer"},
+               {"minimum", 1},
+               {"maximum", session::kMaxListLimit},
+               {"description", "The most sessions to list (default: 100)."}}}}),
+      [] {
+        json s = {
+            {"type", "object"},
+            {"properties", {{"sessions", {{"type", "array"}}}, {"next", {{"type", "string"}}}}},
+            {"required", {"sessions"}}};
+        s["properties"]["sessions"]["items"] = Schema(kBrief);
+        return s;
+      }(),
+      SessionList});
   tools.push_back(
       Tool{"file_write",
            "Write a file into a session's workspace (whole, atomically): content as UTF-8 text, or "

@@ -856,12 +856,25 @@ std::optional<Error> Sessions::Unusable(Session& s) {
 }
 
 Outcome<ListFilter> MakeListFilter(const std::optional<std::string>& kind,
-                                   const std::vector<std::string>& states) {
+                                   const std::vector<std::string>& states,
+                                   const std::optional<std::string>& after,
+                                   std::optional<int64_t> limit) {
   if (kind && *kind != "shell" && *kind != "python") {
     return Failure(Kind::kInvalid, "must be \"shell\" or \"python\", got \"" + *kind + "\"",
                    "kind");
   }
-  ListFilter filter{kind.value_or(""), {}};
+  if (after && !ValidSessionId(*after)) {
+    return Failure(Kind::kInvalid,
+                   "must be a session id (^[A-Za-z0-9_-]{1,64}$), got \"" + *after + "\"", "after");
+  }
+  if (limit && (*limit < 1 || *limit > kMaxListLimit)) {
+    return Failure(
+        Kind::kInvalid,
+        "must be from 1 to " + std::to_string(kMaxListLimit) + ", got " + std::to_string(*limit),
+        "limit");
+  }
+  ListFilter filter{kind.value_or(""), {}, after.value_or(""), std::nullopt};
+  if (limit) filter.limit = static_cast<size_t>(*limit);
   for (const std::string& state : states) {
     if (std::find(kSessionStates.begin(), kSessionStates.end(), state) == kSessionStates.end()) {
       return Failure(Kind::kInvalid,
@@ -879,7 +892,7 @@ Outcome<ListFilter> MakeListFilter(const std::optional<std::string>& kind,
   return filter;
 }
 
-void Sessions::OnList(const ListFilter& filter, std::function<void(nlohmann::json)> shape,
+void Sessions::OnList(const ListFilter& filter, std::function<void(Listing)> shape,
                       std::function<void(std::optional<Error>)> done) {
   // What is held, as it is now; what is not held has ended, and its
   // record says what it was. There may be many of those (a week's): they
@@ -889,7 +902,8 @@ void Sessions::OnList(const ListFilter& filter, std::function<void(nlohmann::jso
   const auto& except = filter.except;
   std::map<std::string, nlohmann::json> views;
   std::set<std::string> held;
-  for (const auto& [id, s] : sessions_) {
+  for (auto it = sessions_.upper_bound(filter.after); it != sessions_.end(); ++it) {
+    const auto& [id, s] = *it;
     held.insert(id);
     if (!filter.kind.empty() && s->kind != filter.kind) continue;
     nlohmann::json view = View(*s);
@@ -901,14 +915,25 @@ void Sessions::OnList(const ListFilter& filter, std::function<void(nlohmann::jso
   Offload(
       [this, filter, held = std::move(held), views = std::move(views),
        shape = std::move(shape)]() mutable {
-        auto records = store_.ListSessions(filter.kind, filter.except);
+        // A page's worth: the first `limit` records not held are among
+        // the first `limit` + (those held) read, and one more says
+        // whether there are more.
+        std::optional<size_t> rows;
+        if (filter.limit) rows = *filter.limit + held.size() + 1;
+        auto records = store_.ListSessions(filter.kind, filter.except, filter.after, rows);
         if (!records) return std::optional<std::string>(records.error().message());
         for (const auto& r : *records) {
           if (!held.contains(r.id)) views.emplace(r.id, View(*FromRecord(r)));
         }
-        nlohmann::json all = nlohmann::json::array();
-        for (auto& [id, view] : views) all.push_back(std::move(view));
-        shape(std::move(all));
+        Listing page{nlohmann::json::array(), std::nullopt};
+        for (auto& [id, view] : views) {
+          if (filter.limit && page.sessions.size() == *filter.limit) {
+            page.next = page.sessions.back()["id"].get<std::string>();
+            break;
+          }
+          page.sessions.push_back(std::move(view));
+        }
+        shape(std::move(page));
         return std::optional<std::string>();
       },
       [this, done = std::move(done)](std::optional<std::string> store_error) {

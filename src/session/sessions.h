@@ -109,17 +109,34 @@ struct Observer {
 inline const std::vector<std::string> kSessionStates = {
     "starting", "ready", "busy", "closed", "invalidated", "quarantined", "lost"};
 
-// Which sessions a list is of: a kind ("" for every kind) and the states
-// left out.
+// The most sessions one page of a list may hold.
+inline constexpr int64_t kMaxListLimit = 1000;
+
+// Which sessions a list is of: a kind ("" for every kind), the states
+// left out, and the page: those whose id comes after `after` ("": from
+// the first), at most `limit` of them (none: all).
 struct ListFilter {
   std::string kind;
   std::vector<std::string> except;
+  std::string after;
+  std::optional<size_t> limit;
 };
-// The filter of `kind` ("shell" or "python"; none for every kind) and
-// `states` (the states to list; empty for every state). An error names
-// the field ("kind", "state") and what it may be.
+// The filter of `kind` ("shell" or "python"; none for every kind),
+// `states` (the states to list; empty for every state), `after` (a
+// session id, which need not exist) and `limit` (1 to kMaxListLimit). An
+// error names the field ("kind", "state", "after", "limit") and what it
+// may be.
 Outcome<ListFilter> MakeListFilter(const std::optional<std::string>& kind,
-                                   const std::vector<std::string>& states);
+                                   const std::vector<std::string>& states,
+                                   const std::optional<std::string>& after = std::nullopt,
+                                   std::optional<int64_t> limit = std::nullopt);
+
+// A page of a list: the views, by id, and when there are more, the id to
+// list after for the next page (the last one here).
+struct Listing {
+  nlohmann::json sessions;
+  std::optional<std::string> next;
+};
 
 class Sessions final {
  public:
@@ -146,14 +163,12 @@ class Sessions final {
   // is dumped there), and `done` gets it on the loop, or an error
   // (kInternal) when the store could not be read.
   template <typename T>
-  void List(const ListFilter& filter, std::function<T(nlohmann::json all)> shape,
+  void List(const ListFilter& filter, std::function<T(Listing page)> shape,
             std::function<void(Outcome<T>)> done) {
     auto made = std::make_shared<std::optional<T>>();
     OnList(
         filter,
-        [made, shape = std::move(shape)](nlohmann::json all) {
-          made->emplace(shape(std::move(all)));
-        },
+        [made, shape = std::move(shape)](Listing page) { made->emplace(shape(std::move(page))); },
         [made, done = std::move(done)](std::optional<Error> failed) {
           if (failed) return done(std::unexpected(std::move(*failed)));
           done(std::move(**made));
@@ -290,7 +305,7 @@ class Sessions final {
   static std::optional<uint64_t> OomKills(const Session& s);
   nlohmann::json View(const Session& s) const;
   // List's work, which leaves what `shape` makes to its caller.
-  void OnList(const ListFilter& filter, std::function<void(nlohmann::json all)> shape,
+  void OnList(const ListFilter& filter, std::function<void(Listing page)> shape,
               std::function<void(std::optional<Error>)> done);
   // WithWorkspace's work, which leaves what it makes to its caller.
   void OnWorkspace(const std::string& id, std::function<void(int workspace_fd)> work,

@@ -411,7 +411,8 @@ sys::Result<void> Store::PutSession(const SessionRecord& r) {
 }
 
 sys::Result<std::vector<SessionRecord>> Store::ListSessions(
-    const std::string& kind, const std::vector<std::string>& except_states) {
+    const std::string& kind, const std::vector<std::string>& except_states,
+    const std::string& after, std::optional<size_t> max_rows) {
   // The states wanted, named (not those left out): the states' index
   // then finds the few live or invalidated rows among many closed ones.
   json states = json::array();
@@ -425,11 +426,13 @@ sys::Result<std::vector<SessionRecord>> Store::ListSessions(
   // A page at a time, the lock held only while a page is read and its
   // JSON parsed after: a week of ended sessions keeps the other callers
   // (the daemon's loop) waiting for a page, not for all of them.
-  constexpr int64_t kPage = 256;
+  constexpr size_t kPage = 256;
   std::vector<SessionRecord> out;
   while (true) {
     std::vector<std::pair<std::string, std::string>> json_text;
     const size_t first = out.size();
+    const size_t page = max_rows ? std::min(kPage, *max_rows - first) : kPage;
+    if (page == 0) return out;
     {
       std::lock_guard lock(*mutex_);
       CORDON_ASSIGN_OR_RETURN(
@@ -437,7 +440,10 @@ sys::Result<std::vector<SessionRecord>> Store::ListSessions(
           db_.Prepare(std::string(kSessionColumns) +
                       "WHERE id > ?3 AND (?1 = '' OR kind = ?1) AND state IN (SELECT value FROM "
                       "json_each(?2)) ORDER BY id LIMIT ?4"));
-      s.Bind(1, kind).Bind(2, wanted).Bind(3, first ? out.back().id : "").Bind(4, kPage);
+      s.Bind(1, kind)
+          .Bind(2, wanted)
+          .Bind(3, first ? out.back().id : after)
+          .Bind(4, static_cast<int64_t>(page));
       while (true) {
         CORDON_ASSIGN_OR_RETURN(bool row, s.Step());
         if (!row) break;
@@ -448,7 +454,7 @@ sys::Result<std::vector<SessionRecord>> Store::ListSessions(
     for (size_t i = 0; i < json_text.size(); ++i) {
       ParseSessionJson(out[first + i], json_text[i].first, json_text[i].second);
     }
-    if (json_text.size() < static_cast<size_t>(kPage)) return out;
+    if (json_text.size() < page) return out;
   }
 }
 

@@ -107,10 +107,13 @@ class Store final {
   // Inserts or replaces the session's row (its latest generation).
   sys::Result<void> PutSession(const SessionRecord& session);
   // The rows of `kind` (every kind where empty) whose state is not among
-  // `except_states`, by id. Read a page at a time, the lock let go between
-  // pages: a long list does not hold the other callers for all of it.
+  // `except_states`, by id: those after `after` ("": from the first), at
+  // most `max_rows` of them (none: all). Read a page at a time, the lock
+  // let go between pages: a long list does not hold the other callers for
+  // all of it.
   sys::Result<std::vector<SessionRecord>> ListSessions(
-      const std::string& kind = "", const std::vector<std::string>& except_states = {});
+      const std::string& kind = "", const std::vector<std::string>& except_states = {},
+      const std::string& after = "", std::optional<size_t> max_rows = std::nullopt);
   sys::Result<std::optional<SessionRecord>> GetSession(const std::string& id);
 
   // Jupyter sessions: inserted or replaced by id; listed oldest first;

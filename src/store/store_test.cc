@@ -381,6 +381,20 @@ TEST(StoreTest, ManySessionsAreListedWholeAndInOrder) {
   ASSERT_TRUE(live);
   EXPECT_EQ(live->size(), static_cast<size_t>((kRows + 2) / 3));
   for (const auto& r : *live) EXPECT_EQ(r.state, "ready");
+
+  // A page: the rows after an id (which need not exist), at most so many,
+  // across the store's own pages of 256.
+  auto page = store->ListSessions("", {}, "s0099x", 300);
+  ASSERT_TRUE(page);
+  ASSERT_EQ(page->size(), 300u);
+  EXPECT_EQ(page->front().id, "s0100");
+  EXPECT_EQ(page->back().id, "s0399");
+  auto ready = store->ListSessions("", {"closed"}, "s0990", 5);
+  ASSERT_TRUE(ready);
+  ASSERT_EQ(ready->size(), 3u);  // s0993, s0996, s0999: fewer than asked
+  EXPECT_EQ(ready->back().id, "s0999");
+  EXPECT_TRUE(store->ListSessions("", {}, "s0999", 10).value().empty());
+  EXPECT_EQ(store->ListSessions("", {}, "", 256).value().size(), 256u);
 }
 
 TEST(StoreTest, PruningForgetsOnlyWhatEndedBeforeTheCutoff) {

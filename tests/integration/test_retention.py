@@ -236,7 +236,7 @@ def test_records_the_store_refused_are_written_once_it_takes_them_without_a_floo
         assert d.stop() == 0
 
 
-def test_the_list_of_sessions_is_filtered_by_kind_and_state(state_dir):
+def test_the_list_of_sessions_is_filtered_by_kind_and_state_and_paged(state_dir):
     d = Daemon(state_dir, "--prespawn-runs", "0")
     try:
         c = d.client()
@@ -270,13 +270,44 @@ def test_the_list_of_sessions_is_filtered_by_kind_and_state(state_dir):
             running.join()
         assert ids(states=["ready"]) == [busy.id, live.id]
 
+        # A page at a time, held sessions and records in one order: each
+        # page's last id, passed as `after`, gives the next, and the pages
+        # together are the whole list, each once.
+        whole = ids()
+        assert whole == sorted(closed + ["listed-busy", "listed-invalidated", "listed-live"])
+        for size in (1, 2, 4, len(whole), 1000):
+            pages, after = [], None
+            while True:
+                query = f"limit={size}" + (f"&after={after}" if after else "")
+                page = c.request("GET", "/v1/sessions?" + query)
+                assert 0 < len(page["sessions"]) <= size, (query, page)
+                pages += [s["id"] for s in page["sessions"]]
+                if "next" not in page:
+                    break
+                assert page["next"] == pages[-1], (query, page)
+                after = page["next"]
+            assert pages == whole, size
+        assert ids(limit=3) == whole[:3]
+        # `after` is a place in the order, not a session that must exist.
+        page = c.request("GET", "/v1/sessions?state=closed&after=listed-closed-0x&limit=1")
+        assert [s["id"] for s in page["sessions"]] == ["listed-closed-1"]
+        assert page["next"] == "listed-closed-1"
+        assert c.request("GET", "/v1/sessions?after=zzz") == {"sessions": []}
+
         for query, field, says in [
             ("state=done", "state", 'no state "done" (states: starting, ready, busy, closed'),
             ("state=", "state", 'no state ""'),
             ("state=ready,,busy", "state", 'no state ""'),
             ("kind=perl", "kind", 'must be "shell" or "python", got "perl"'),
             ("kind=", "kind", 'must be "shell" or "python", got ""'),
-            ("limit=3", "limit", "unknown query parameter (known: kind, state)"),
+            ("page=3", "page", "unknown query parameter (known: kind, state, after, limit)"),
+            ("limit=0", "limit", "must be from 1 to 1000, got 0"),
+            ("limit=1001", "limit", "must be from 1 to 1000, got 1001"),
+            ("limit=ten", "limit", 'must be a whole number from 1 to 1000, got "ten"'),
+            ("limit=", "limit", 'must be a whole number from 1 to 1000, got ""'),
+            ("limit=-1", "limit", "must be from 1 to 1000, got -1"),
+            ("after=", "after", 'must be a session id (^[A-Za-z0-9_-]{1,64}$), got ""'),
+            ("after=a%2Fb", "after", 'must be a session id (^[A-Za-z0-9_-]{1,64}$), got "a/b"'),
             ("state=ready&state=closed", "state", "state: given more than once"),
         ]:
             with pytest.raises(CordonError) as e:

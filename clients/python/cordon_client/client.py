@@ -183,18 +183,29 @@ class Client:
         return Session(self, info)
 
     def sessions(self, kind: Optional[str] = None,
-                 states: Optional[Iterable[str]] = None) -> List[Dict[str, Any]]:
+                 states: Optional[Iterable[str]] = None,
+                 limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """The sessions on record, by id: of ``kind`` ("shell", "python")
-        and in one of ``states`` when given, every one otherwise."""
-        query = {}
+        and in one of ``states`` when given, every one otherwise; the
+        first ``limit`` of them when given. The daemon answers a page at
+        a time (at most 1000); every page is asked for in turn."""
+        query: Dict[str, Any] = {}
         if kind is not None:
             query["kind"] = kind
         if states is not None:
             query["state"] = ",".join(states)
-        target = "/v1/sessions"
-        if query:
-            target += "?" + urllib.parse.urlencode(query)
-        return self.request("GET", target)["sessions"]
+        listed: List[Dict[str, Any]] = []
+        while True:
+            if limit is not None:
+                query["limit"] = min(1000, limit - len(listed))
+            target = "/v1/sessions"
+            if query:
+                target += "?" + urllib.parse.urlencode(query)
+            page = self.request("GET", target)
+            listed += page["sessions"]
+            if "next" not in page or (limit is not None and len(listed) >= limit):
+                return listed
+            query["after"] = page["next"]
 
 
 class Session:

@@ -210,6 +210,30 @@ async function exerciseTools(client, label) {
   failed(await call(client, 'session_list', { state: [] }), 'state: must be an array of one',
     'no state');
   failed(await call(client, 'session_list', { kind: 'perl' }), 'kind', 'a kind that is none');
+  // A page at a time: each page's `next` is the `after` of the one that
+  // follows, and the pages together are the whole list.
+  const other = ok(await call(client, 'session_create', { kind: 'shell' }), 'a second session');
+  const states = ['starting', 'ready', 'busy', 'closed', 'invalidated', 'quarantined', 'lost'];
+  const whole = ok(await call(client, 'session_list', { state: states }), 'session_list, all');
+  assert.ok(whole.sessions.length >= 2 && whole.next === undefined, JSON.stringify(whole));
+  const paged = [];
+  for (let after; ;) {
+    const page = ok(await call(client, 'session_list', { state: states, limit: 1, after }),
+      `session_list after ${after}`);
+    assert.equal(page.sessions.length, 1, JSON.stringify(page));
+    paged.push(page.sessions[0].id);
+    if (page.next === undefined) break;
+    assert.equal(page.next, page.sessions[0].id);
+    after = page.next;
+  }
+  assert.deepEqual(paged, whole.sessions.map((x) => x.id));
+  ok(await call(client, 'session_close', { id: other.id }), 'the second session closed');
+  failed(await call(client, 'session_list', { limit: 0 }), 'limit: must be from 1 to 1000',
+    'a limit of 0');
+  failed(await call(client, 'session_list', { limit: '5' }), 'limit: must be an integer',
+    'a limit that is not a number');
+  failed(await call(client, 'session_list', { after: '../x' }), 'after: must be a session id',
+    'an after that is no id');
   failed(await call(client, 'session_exec', { id, command: 'true' }), id, 'exec on a closed session');
   failed(await call(client, 'file_list', { id: 'no-such-session' }), 'no-such-session', 'unknown id');
   failed(await call(client, 'session_create', { kind: 'perl' }), 'kind', 'a bad kind');
