@@ -510,6 +510,7 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   contain::ProbeOptions probe_options;
   probe_options.cgroups.cgroup_root = d.options.cgroup_root;
   probe_options.state_dir = d.options.state_dir;
+  probe_options.reserve_images = d.options.reserve_disk;
   CORDON_ASSIGN_OR_RETURN(d.probe, contain::ProbeHost(probe_options));
   // Sandboxes that run as uids of their own without a mount namespace
   // reach their workspaces by host path (HOME, a temporary file beside

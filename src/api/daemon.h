@@ -41,6 +41,7 @@ struct DaemonOptions {
   // "127.0.0.1:7419", "[::1]:7419" or "unix:/path"; port 0 picks a free one.
   std::vector<std::string> listen = {"127.0.0.1:7419"};
   bool allow_remote = false;              // listening on a non-loopback address
+  bool reserve_disk = false;              // contain::DiskSupport::reserve_images
   std::optional<std::string> token_file;  // none: <state>/token, generated if missing
   std::optional<std::string> cgroup_root;
   HttpLimits http;

@@ -244,6 +244,12 @@ std::expected<std::string, ApiError> Runs::MakeScratch(
     auto bound = contain::BoundWorkspace(
         probe_.disk, scratch, contain::WorkspaceKind::kEphemeral,
         contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+    if (!bound && contain::NoRoom(bound.error())) {
+      RemoveScratch(scratch);
+      return std::unexpected(FromSession(session::Error{
+          session::Error::Kind::kInternal,
+          "cannot bound the run's workspace: " + bound.error().message(), "", nullptr}));
+    }
     if (!bound) {
       disk = contain::DiskStatus(probe_.disk, contain::WorkspaceKind::kEphemeral);
       disk->enforceable = false;

@@ -31,6 +31,7 @@ constexpr std::string_view kName = "serve";
 struct ServeArgs {
   std::vector<std::string> listen;
   bool allow_remote = false;
+  bool reserve_disk = false;
   std::string state_dir, token_file, cgroup_root;
   std::string max_body = "1M", max_header = "16K", max_file = "256M", ws_max_queued = "16M";
   std::string header_timeout = "10", body_timeout = "30", http_idle_timeout = "60",
@@ -104,6 +105,7 @@ std::optional<api::DaemonOptions> ToOptions(const ServeArgs& a, std::string_view
   api::DaemonOptions o;
   if (!a.listen.empty()) o.listen = a.listen;
   o.allow_remote = a.allow_remote;
+  o.reserve_disk = a.reserve_disk;
   auto state = store::ResolveStateDir(Given(a.state_dir, a.Given("--state-dir")));
   if (!state) {
     PrintError(kName, state.error().message());
@@ -384,6 +386,11 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "Bytes of the workspace of every run and session whose request sets no limits.disk_bytes "
       "(default 10G)")
       ->type_name("BYTES");
+  a.options["--reserve-disk"] = cmd->add_flag(
+      "--reserve-disk", a.reserve_disk,
+      "Reserve each workspace image's whole size when it is made (fallocate), so nothing "
+      "written into it is lost to a full state filesystem; one that does not fit is 507 "
+      "(default: images grow as written, and may together promise more than there is)");
   opt("--default-inodes", a.default_inodes,
       "Files and directories of that workspace, unless limits.disk_inodes (default 1048576)")
       ->type_name("N");

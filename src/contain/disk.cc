@@ -16,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -502,11 +503,33 @@ sys::Result<void> AdoptRoot(const std::string& dir, const struct stat& owner) {
   return {};
 }
 
+// Allocates what `image` does not hold yet (unwritten extents: nothing is
+// zeroed), so that writing into it needs no more of the state directory's
+// filesystem.
+sys::Result<void> ReserveImage(const std::string& image) {
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::Open(image, O_RDWR | O_NOFOLLOW));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return sys::FailErrno("fstat(\"" + image + "\")");
+  // (Read before: a fallocate that fails may have taken what there was.)
+  struct statvfs fs {};
+  const std::string free =
+      ::fstatvfs(fd.get(), &fs) == 0
+          ? std::to_string(static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize) + " bytes free"
+          : "room unknown";
+  if (::fallocate(fd.get(), 0, 0, st.st_size) == 0) return {};
+  const int err = errno;
+  return sys::Fail("cannot reserve the " + std::to_string(st.st_size) + " bytes of " + image +
+                       " (--reserve-disk; the state directory's filesystem had " + free +
+                       "): fallocate",
+                   err);
+}
+
 sys::Result<void> BoundByImage(const DiskSupport& support, const std::string& dir,
                                const struct stat& owner, const DiskLimits& limits) {
   const std::string image = dir + ".img";
   CORDON_RETURN_IF_ERROR(MakeImage(support, image, limits));
   auto mounted = [&]() -> sys::Result<void> {
+    if (support.reserve_images) CORDON_RETURN_IF_ERROR(ReserveImage(image));
     CORDON_RETURN_IF_ERROR(MountImage(image, dir));
     if (auto adopted = AdoptRoot(dir, owner); !adopted) {
       (void)::umount2(dir.c_str(), MNT_DETACH);
@@ -519,6 +542,20 @@ sys::Result<void> BoundByImage(const DiskSupport& support, const std::string& di
 }
 
 // --- What the host offers, tried on scratch directories. ---
+
+// Whether the filesystem of `state_fd` reserves a file's space
+// (fallocate), on an unnamed file that goes with its descriptor.
+sys::Result<void> TryReserve(int state_fd) {
+  int fd = ::openat(state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return sys::FailErrno("open(O_TMPFILE) in the state directory");
+  sys::UniqueFd file(fd);
+  if (::fallocate(file.get(), 0, 0, 1 << 20) != 0) {
+    return sys::FailErrno(
+        "the state directory's filesystem cannot reserve a file's space: "
+        "fallocate");
+  }
+  return {};
+}
 
 std::string ScratchProbeDir(const std::string& state_dir) {
   return state_dir + "/.disk-probe-" + sys::RandomHex(6);
@@ -606,9 +643,10 @@ void SweepProbeDirs(const std::string& state_dir) {
 
 }  // namespace
 
-DiskSupport ProbeDisk(const std::string& state_dir) {
+DiskSupport ProbeDisk(const std::string& state_dir, bool reserve_images) {
   DiskSupport s;
   s.state_dir = state_dir;
+  s.reserve_images = reserve_images;
   auto fd = sys::Open(state_dir, O_RDONLY | O_DIRECTORY);
   if (!fd) {
     s.project_quota_problem = s.tmpfs_problem = s.loop_problem =
@@ -632,6 +670,12 @@ DiskSupport ProbeDisk(const std::string& state_dir) {
     s.loop_images = true;
   } else {
     s.loop_problem = l.error().message();
+  }
+  if (s.loop_images && reserve_images) {
+    if (auto r = TryReserve(fd->get()); !r) {
+      s.loop_images = false;
+      s.loop_problem = "--reserve-disk: " + r.error().message();
+    }
   }
   return s;
 }
@@ -687,6 +731,7 @@ nlohmann::json ToJson(const DiskSupport& s) {
           {"project_quota", s.project_quota},
           {"tmpfs", s.tmpfs},
           {"loop_images", s.loop_images},
+          {"reserve_images", s.reserve_images},
           {"problems",
            {{"project_quota", opt(s.project_quota_problem)},
             {"tmpfs", opt(s.tmpfs_problem)},
@@ -704,7 +749,11 @@ sys::Result<std::string> BoundWorkspace(const DiskSupport& support, const std::s
   if (kind == WorkspaceKind::kPersistent) {
     // A reused workspace keeps the bound it was given.
     if (::access(image.c_str(), F_OK) == 0) {
-      if (!IsMountRoot(fd.get())) CORDON_RETURN_IF_ERROR(MountImage(image, dir));
+      if (!IsMountRoot(fd.get())) {
+        // (Made by a daemon that did not reserve, it is reserved now.)
+        if (support.reserve_images) CORDON_RETURN_IF_ERROR(ReserveImage(image));
+        CORDON_RETURN_IF_ERROR(MountImage(image, dir));
+      }
       return std::string("loop_image");
     }
     if (IsMountRoot(fd.get())) return ObserveBound(dir, limits);

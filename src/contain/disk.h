@@ -13,6 +13,7 @@
 // bound only where the workspace has one.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -44,6 +45,10 @@ struct DiskSupport {
   bool project_quota = false;
   bool tmpfs = false;
   bool loop_images = false;
+  // Each image takes its whole size of the state directory's filesystem
+  // when made or mounted (--reserve-disk), not as it is written: what a
+  // sandbox writes into it is then never lost to that filesystem filling.
+  bool reserve_images = false;
   std::string project_quota_problem;  // why not, for each that is false
   std::string tmpfs_problem;
   std::string loop_problem;
@@ -51,8 +56,10 @@ struct DiskSupport {
 
 // Observes what can bound workspaces under `state_dir` (which must exist).
 // Costs about a millisecond: a tmpfs is mounted and unmounted, a project
-// quota set and cleared on a scratch directory.
-DiskSupport ProbeDisk(const std::string& state_dir);
+// quota set and cleared on a scratch directory. `reserve_images`: images
+// are to be reserved whole, which the filesystem must then do (or loop
+// images are not used).
+DiskSupport ProbeDisk(const std::string& state_dir, bool reserve_images = false);
 
 // The mount options that bound a tmpfs workspace: ",size=N,nr_inodes=M",
 // each where it is set.
@@ -78,6 +85,14 @@ nlohmann::json ToJson(const DiskSupport& support);
 // was never bounded is refused (its files would be hidden or not counted).
 sys::Result<std::string> BoundWorkspace(const DiskSupport& support, const std::string& dir,
                                         WorkspaceKind kind, const DiskLimits& limits);
+
+// Whether BoundWorkspace failed for want of room on the state directory's
+// filesystem (ENOSPC, EDQUOT: an image that could not be copied or
+// reserved), not for want of a mechanism: the workspace is then not made
+// at all (507), never made unbounded instead.
+inline bool NoRoom(const sys::Error& e) {
+  return e.errno_value() == ENOSPC || e.errno_value() == EDQUOT;
+}
 
 // Detaches the filesystem of its own mounted on `dir` (a tmpfs, a loop
 // image: the image stays, and BoundWorkspace mounts it again when the

@@ -276,6 +276,40 @@ TEST_F(DiskMountTest, LoopImageStopsWritesAndIsMountedAgainWhenReused) {
   EXPECT_NE(::access((ws + ".img").c_str(), F_OK), 0);
 }
 
+// Reserved, an image holds its whole size of the state directory's
+// filesystem from the start; one made sparse is reserved when it is
+// mounted again.
+TEST_F(DiskMountTest, AReservedImageHoldsItsWholeSize) {
+  if (!support_.loop_images) {
+    GTEST_SKIP() << "no loop image can be mounted here: " << support_.loop_problem;
+  }
+  support_.project_quota = support_.tmpfs = false;
+  ASSERT_EQ(::mkdir((state_ / "workspaces").c_str(), 0700), 0);
+  const DiskLimits limits{32 << 20, 64};
+  auto allocated = [](const std::string& image) {
+    struct stat st {};
+    EXPECT_EQ(::stat(image.c_str(), &st), 0) << image;
+    return static_cast<int64_t>(st.st_blocks) * 512;
+  };
+
+  const std::string sparse = Workspace("workspaces/sparse");
+  ASSERT_TRUE(BoundWorkspace(support_, sparse, WorkspaceKind::kPersistent, limits));
+  EXPECT_LT(allocated(sparse + ".img"), *limits.bytes / 2);
+
+  DiskSupport reserving = support_;
+  reserving.reserve_images = true;
+  const std::string reserved = Workspace("workspaces/reserved");
+  auto bound = BoundWorkspace(reserving, reserved, WorkspaceKind::kPersistent, limits);
+  ASSERT_TRUE(bound) << bound.error().message();
+  EXPECT_EQ(*bound, "loop_image");
+  EXPECT_GE(allocated(reserved + ".img"), *limits.bytes);
+  EXPECT_TRUE(ObserveBound(reserved, limits));
+
+  ASSERT_TRUE(ReleaseWorkspace(sparse));
+  ASSERT_TRUE(BoundWorkspace(reserving, sparse, WorkspaceKind::kPersistent, limits));
+  EXPECT_GE(allocated(sparse + ".img"), *limits.bytes);
+}
+
 TEST_F(DiskMountTest, AWorkspaceWithFilesIsNotBoundedAfterwards) {
   if (!support_.loop_images) {
     GTEST_SKIP() << "no loop image can be mounted here: " << support_.loop_problem;

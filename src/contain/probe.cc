@@ -460,7 +460,9 @@ sys::Result<Probe> Observe(const ProbeOptions& options, const std::string* cache
   } else {
     probe.isolation.namespaces.problem = "not probed (no isolation was asked for)";
   }
-  if (!options.state_dir.empty()) probe.disk = ProbeDisk(options.state_dir);
+  if (!options.state_dir.empty()) {
+    probe.disk = ProbeDisk(options.state_dir, options.reserve_images);
+  }
   bool nproc = NprocLimitEffectiveFor(initial_userns);
   probe.capabilities =
       ResolveCapabilities(probe.cgroups, nproc, probe.isolation, probe.euid == 0, probe.disk);

@@ -78,6 +78,8 @@ struct ProbeOptions {
   // The daemon's state directory: where its workspaces go, and so where a
   // disk bound is probed. Empty (the CLI): `disk` is not enforceable.
   std::string state_dir;
+  // Workspace images are reserved whole (DiskSupport::reserve_images).
+  bool reserve_images = false;
 };
 
 // Observes this host: cgroup hierarchies (preparing cordon's parent groups),

@@ -392,6 +392,10 @@ Sessions::Prepared Sessions::Prepare(const std::string& id, const std::string& w
     auto bound = contain::BoundWorkspace(
         probe_.disk, workspace, contain::WorkspaceKind::kPersistent,
         contain::DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+    if (!bound && contain::NoRoom(bound.error())) {
+      p.made = Failure(Kind::kInternal, "cannot bound the workspace: " + bound.error().message());
+      return p;
+    }
     if (!bound) {
       const std::string why = "bounding the workspace failed: " + bound.error().message();
       p.unbounded = why;
@@ -1204,9 +1208,14 @@ void Sessions::StartWarm(const std::string& kind) {
         const contain::DiskLimits disk{spec.limits.disk_bytes, spec.limits.disk_inodes};
         if (disk.any()) {
           // The defaults are never refused: unbounded, the pool's runtimes
-          // report disk degraded, as a cold session would.
+          // report disk degraded, as a cold session would. Without room
+          // for the bound there is no warm runtime (tried again later).
           auto bound = contain::BoundWorkspace(probe_.disk, workspace,
                                                contain::WorkspaceKind::kPersistent, disk);
+          if (!bound && contain::NoRoom(bound.error())) {
+            m.made = std::unexpected(bound.error().Context("cannot bound the workspace"));
+            return m;
+          }
           if (!bound) m.unbounded = bound.error().message();
         }
         m.runtime = Launch(kind, key, spec, std::move(events));

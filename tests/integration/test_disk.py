@@ -6,6 +6,7 @@ unaffected; where the host cannot bound a workspace the grant reports
 made is gone when the tests end."""
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -347,6 +348,68 @@ def test_health_says_while_the_store_cannot_write_and_since_when(tmp_path):
         assert run()["exit_code"] == 0
         health = c.health()
         assert health["status"] == "ok" and health["store"] == {"writes": "ok"}, health
+    finally:
+        if d is not None:
+            assert d.stop() == 0
+        assert unmount_beneath(state) == []
+
+
+@pytest.mark.parametrize("reserve", [True, False], ids=["reserved", "sparse"])
+def test_what_a_session_writes_survives_the_state_filesystem_filling_when_images_are_reserved(
+        tmp_path, reserve):
+    # A session's workspace image on a state filesystem that something
+    # else then fills. Reserved (--reserve-disk), what the sandbox writes
+    # reaches its image: `sync -f` says so, and it reads back whole from
+    # the image file. Sparse (the default), the same write is
+    # accepted and lost at writeback, which only `sync -f` reveals.
+    state = state_on_small_filesystem(tmp_path, "160M")
+    d = None
+    try:
+        d = Daemon(state, "--prespawn-runs", "0", "--prespawn-shells", "0",
+                   *(["--reserve-disk"] if reserve else []),
+                   cgroup_root=CGROUP_ROOT + "-reserve")
+        c = d.client()
+        disk = c.probe()["disk"]
+        assert disk["reserve_images"] is reserve and disk["persistent"] == "loop_image", disk
+        s = c.session("kept", limits={"disk_bytes": 64 * MiB})
+        if reserve:
+            # A workspace that cannot be reserved is refused, and nothing
+            # of it is left.
+            with pytest.raises(CordonError) as e:
+                c.session("too-big", limits={"disk_bytes": 128 * MiB})
+            assert e.value.status == 507, e.value
+            for says in ("cannot reserve the 134217728 bytes", "--reserve-disk", "had "):
+                assert says in e.value.message, e.value
+            assert not os.path.exists(state / "workspaces" / "too-big.img")
+
+        filler = state / "filler"
+        fill_filesystem(filler)
+        wrote = s.exec("head -c 40M /dev/urandom > data && sha256sum data > sum && "
+                       "sync -f data; echo synced=$?", timeout_ms=60000)
+        os.unlink(filler)  # the store needs room for what follows
+        if not reserve:
+            assert "synced=1" in wrote["stdout"], wrote
+            assert any(f in wrote["stderr"] for f in FULL + ("Input/output error",)), wrote
+            return
+        assert wrote["stdout"] == "synced=0\n", wrote
+
+        # Read back from the image file itself, through a loop device of
+        # the test's own (what the image holds, not the sandbox's page cache).
+        s.close(keep_workspace=True)
+        image, seen = state / "workspaces" / "kept.img", tmp_path / "seen"
+        seen.mkdir()
+        device = subprocess.run(["losetup", "--find", "--show", "--read-only", str(image)],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        try:
+            subprocess.run(["mount", "-o", "ro", device, str(seen)], check=True)
+            try:
+                checked = subprocess.run(["sha256sum", "-c", "sum"], cwd=seen,
+                                         capture_output=True, text=True)
+            finally:
+                subprocess.run(["umount", str(seen)], check=True)
+        finally:
+            subprocess.run(["losetup", "-d", device], check=True)
+        assert checked.stdout == "data: OK\n", checked
     finally:
         if d is not None:
             assert d.stop() == 0
