@@ -265,10 +265,19 @@ struct Daemon::Impl {
         writes = {
             {"writes", "failing"}, {"error", failing->error}, {"since_ms", failing->since_ms}};
       }
+      // What the state directory's filesystem has, and what the sparse
+      // workspace images may still take of it (docs/api.md).
+      json room;
+      if (auto r = contain::ObserveStateRoom(options.state_dir)) {
+        room = {{"size_bytes", r->size_bytes},
+                {"free_bytes", r->free_bytes},
+                {"images_unwritten_bytes", r->images_unwritten_bytes}};
+      }
       return ex->RespondJson(200, {{"status", stopping  ? "stopping"
                                               : failing ? "degraded"
                                                         : "ok"},
                                    {"store", std::move(writes)},
+                                   {"state_filesystem", std::move(room)},
                                    {"version", CORDON_VERSION},
                                    {"runs_active", runs->active()},
                                    {"sessions_active", sessions->live()},

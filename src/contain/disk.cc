@@ -740,6 +740,28 @@ nlohmann::json ToJson(const DiskSupport& s) {
           {"persistent", mechanism(WorkspaceKind::kPersistent)}};
 }
 
+sys::Result<StateRoom> ObserveStateRoom(const std::string& state_dir) {
+  struct statvfs fs {};
+  if (::statvfs(state_dir.c_str(), &fs) != 0) {
+    return sys::FailErrno("statvfs(\"" + state_dir + "\")");
+  }
+  StateRoom room;
+  room.size_bytes = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+  room.free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  for (const char* under : {"/workspaces", "/scratch"}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(state_dir + under, ec)) {
+      if (e.path().extension() != ".img") continue;
+      struct stat st {};
+      if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const auto held = static_cast<uint64_t>(st.st_blocks) * 512;
+      const auto size = static_cast<uint64_t>(st.st_size);
+      if (size > held) room.images_unwritten_bytes += size - held;
+    }
+  }
+  return room;
+}
+
 sys::Result<std::string> BoundWorkspace(const DiskSupport& support, const std::string& dir,
                                         WorkspaceKind kind, const DiskLimits& limits) {
   CORDON_ASSIGN_OR_RETURN(sys::UniqueFd fd, sys::Open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));

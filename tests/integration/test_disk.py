@@ -372,7 +372,16 @@ def test_what_a_session_writes_survives_the_state_filesystem_filling_when_images
         disk = c.probe()["disk"]
         assert disk["reserve_images"] is reserve and disk["persistent"] == "loop_image", disk
         s = c.session("kept", limits={"disk_bytes": 64 * MiB})
-        if reserve:
+        # Health says what the image may still take: nothing reserved,
+        # most of its 64 MiB sparse.
+        room = c.health()["state_filesystem"]
+        fs = os.statvfs(state)
+        assert room["size_bytes"] == fs.f_blocks * fs.f_frsize, room
+        assert 0 < room["free_bytes"] <= room["size_bytes"], room
+        if not reserve:
+            assert 56 * MiB <= room["images_unwritten_bytes"] <= 64 * MiB, room
+        else:
+            assert room["images_unwritten_bytes"] == 0, room
             # A workspace that cannot be reserved is refused, and nothing
             # of it is left.
             with pytest.raises(CordonError) as e:
