@@ -266,9 +266,10 @@ struct Daemon::Impl {
             {"writes", "failing"}, {"error", failing->error}, {"since_ms", failing->since_ms}};
       }
       // What the state directory's filesystem has, and what the sparse
-      // workspace images may still take of it (docs/api.md).
+      // workspace images (sessions', runs') may still take of it.
       json room;
-      if (auto r = contain::ObserveStateRoom(options.state_dir)) {
+      if (auto r = contain::ObserveStateRoom(options.state_dir, {options.state_dir + "/workspaces",
+                                                                 options.state_dir + "/scratch"})) {
         room = {{"size_bytes", r->size_bytes},
                 {"free_bytes", r->free_bytes},
                 {"images_unwritten_bytes", r->images_unwritten_bytes}};

@@ -740,7 +740,8 @@ nlohmann::json ToJson(const DiskSupport& s) {
           {"persistent", mechanism(WorkspaceKind::kPersistent)}};
 }
 
-sys::Result<StateRoom> ObserveStateRoom(const std::string& state_dir) {
+sys::Result<StateRoom> ObserveStateRoom(const std::string& state_dir,
+                                        const std::vector<std::string>& image_dirs) {
   struct statvfs fs {};
   if (::statvfs(state_dir.c_str(), &fs) != 0) {
     return sys::FailErrno("statvfs(\"" + state_dir + "\")");
@@ -748,9 +749,9 @@ sys::Result<StateRoom> ObserveStateRoom(const std::string& state_dir) {
   StateRoom room;
   room.size_bytes = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
   room.free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-  for (const char* under : {"/workspaces", "/scratch"}) {
+  for (const std::string& dir : image_dirs) {
     std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(state_dir + under, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
       if (e.path().extension() != ".img") continue;
       struct stat st {};
       if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;

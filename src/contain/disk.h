@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sys/error.h"
 
@@ -87,16 +88,17 @@ sys::Result<std::string> BoundWorkspace(const DiskSupport& support, const std::s
                                         WorkspaceKind kind, const DiskLimits& limits);
 
 // The state directory's filesystem now: its size and free bytes (for an
-// unprivileged writer), and what the workspace images under
-// <state>/workspaces and <state>/scratch may still take of it (their size
-// less what they hold: a sparse image takes room only as it is written, so
-// more than is free means a full filesystem may lose what sandboxes write).
+// unprivileged writer), and what the workspace images (*.img) in
+// `image_dirs` may still take of it (their size less what they hold: a
+// sparse image takes room only as it is written, so more than is free
+// means a full filesystem may lose what sandboxes write).
 struct StateRoom {
   uint64_t size_bytes = 0;
   uint64_t free_bytes = 0;
   uint64_t images_unwritten_bytes = 0;
 };
-sys::Result<StateRoom> ObserveStateRoom(const std::string& state_dir);
+sys::Result<StateRoom> ObserveStateRoom(const std::string& state_dir,
+                                        const std::vector<std::string>& image_dirs);
 
 // Whether BoundWorkspace failed for want of room on the state directory's
 // filesystem (ENOSPC, EDQUOT: an image that could not be copied or

@@ -420,7 +420,7 @@ Sessions::Prepared Sessions::Prepare(const std::string& id, const std::string& w
 void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<Created>)> done) {
   std::string id = request.id.value_or(NewSessionId());
   if (!ValidSessionId(id)) {
-    return done(Failure(Kind::kInvalid, "id must match ^[A-Za-z0-9_-]{1,64}$", "id"));
+    return done(Failure(Kind::kInvalid, "id must match " + std::string(kSessionIdPattern), "id"));
   }
   if (request.kind != "shell" && request.kind != "python") {
     return done(Failure(Kind::kInvalid, "must be \"shell\" or \"python\"", "kind"));
@@ -868,8 +868,10 @@ Outcome<ListFilter> MakeListFilter(const std::optional<std::string>& kind,
                    "kind");
   }
   if (after && !ValidSessionId(*after)) {
-    return Failure(Kind::kInvalid,
-                   "must be a session id (^[A-Za-z0-9_-]{1,64}$), got \"" + *after + "\"", "after");
+    return Failure(
+        Kind::kInvalid,
+        "must be a session id (" + std::string(kSessionIdPattern) + "), got \"" + *after + "\"",
+        "after");
   }
   if (limit && (*limit < 1 || *limit > kMaxListLimit)) {
     return Failure(

@@ -13,8 +13,9 @@
 
 namespace cordon::session {
 
-// ^[A-Za-z0-9_-]{1,64}$: safe as a path component, a cgroup name part and
-// an owner label.
+// What a session id matches: safe as a path component, a cgroup name part
+// and an owner label.
+inline constexpr std::string_view kSessionIdPattern = "^[A-Za-z0-9_-]{1,64}$";
 bool ValidSessionId(std::string_view id);
 
 std::string WorkspacePath(const std::string& state_dir, const std::string& id);
