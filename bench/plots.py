@@ -122,8 +122,8 @@ def throughput(directory, out, meta):
     d = load(directory, "daemon.json")
     if d is None or not d.get("clients"):
         return "daemon.json is missing (or has no throughput)"
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8), width_ratios=(3, 2))
-    colors = {"standard": "tab:blue", "none": "tab:orange", "bwrap": "tab:gray"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), width_ratios=(1, 1))
+    colors = {"standard": "tab:blue", "none": "tab:orange", "bwrap": "tab:gray", "bare": "silver"}
     for level, by in d["clients"].items():
         xs = sorted(int(n) for n in by)
         ys = [by[str(n)]["runs_per_s"] for n in xs]
@@ -148,16 +148,18 @@ def throughput(directory, out, meta):
                 x = i + (j - 0.5) * width
                 y = c[key]["runs_per_s"]
                 right.bar(x, y, width, color=colors.get(level), alpha=0.5 if j == 0 else 0.9)
-                right.annotate(f"{key}\n{y:.0f}", (x, y), xytext=(0, 2),
+                right.annotate(f"{key.split()[0]}\n{y:.0f}", (x, y), xytext=(0, 2),
                                textcoords="offset points", fontsize=7, ha="center")
         if "ratio" in c:
             right.annotate(f"{c['ratio']:.2f}x", (i, 0), xytext=(0, 4), textcoords="offset points",
-                           ha="center", fontsize=9, fontweight="bold", color="white")
+                           ha="center", fontsize=9, fontweight="bold",
+                           color="black" if level == "bare" else "white")
     right.set_xticks(range(len(levels)),
-                     ["4 bwrap loops" if lv == "bwrap" else f"isolation {lv}" for lv in levels],
+                     [{"bwrap": "bwrap\n(4 loops)", "bare": "bare /bin/true\n(4 loops)"}.get(
+                         lv, f"isolation\n{lv}") for lv in levels],
                      fontsize=8)
     right.set_ylim(0, right.get_ylim()[1] * 1.2)
-    right.set_title("against cores: 4 clients, daemon under taskset\n"
+    right.set_title("against cores (1, 2): 4 clients, daemon under taskset\n"
                     "(2 cores / 1 core; issue 16 targets 1.7x)", fontsize=9)
     right.grid(axis="y", alpha=0.3)
     fig.suptitle("Daemon throughput: POST /v1/runs /bin/true", fontsize=10)
