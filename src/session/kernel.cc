@@ -25,6 +25,9 @@ using Clock = std::chrono::steady_clock;
 using jupyter::Channel;
 
 constexpr std::chrono::milliseconds kInfoRetry{200};
+// How many retries in a row may find the daemon without a descriptor to
+// spare (see Kernel::AskInfo) before the start is given up: 1 s.
+constexpr int kStarvedRetries = 5;
 constexpr size_t kTailBytes = 2048;
 
 // What `python -c` runs: ipykernel_launcher's two steps (cwd off sys.path
@@ -392,6 +395,20 @@ Kernel::~Kernel() {
 
 void Kernel::AskInfo() {
   if (phase_ != Phase::kStarting) return;
+  // libzmq connects on its own thread, and where it cannot make a socket
+  // (the daemon out of descriptors) it retries unseen until the ready
+  // timeout: the start is given up after a second of that instead, saying
+  // why.
+  if (!client_->connected()) {
+    auto spare = sys::SpareSocket();
+    starved_retries_ = spare ? 0 : starved_retries_ + 1;
+    if (starved_retries_ >= kStarvedRetries) {
+      Escalate("the daemon could not make a socket for its connections to the kernel for " +
+               std::to_string(kStarvedRetries * kInfoRetry.count()) +
+               " ms: " + spare.error().message());
+      return;
+    }
+  }
   LinkSockets(runtime_dir_);
   // Once answered, what is left is the channels' connecting (MaybeReady;
   // the links above go on being made): another request would only put

@@ -184,6 +184,7 @@ class Kernel final : public Runtime {
   bool info_ = false;
   std::set<std::string> info_requests_;  // our kernel_info_requests while starting
   bool iopub_seen_ = false;
+  int starved_retries_ = 0;  // AskInfo calls in a row that could not make a socket
   std::chrono::steady_clock::time_point ping_sent_;
   bool ping_outstanding_ = false;
   std::string output_tail_;  // the kernel process's own stderr/stdout, last bytes

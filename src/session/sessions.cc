@@ -84,9 +84,12 @@ std::expected<std::unique_ptr<Runtime>, contain::AdmitError> Attached(
   return runtime;
 }
 
-nlohmann::json Survivors(const contain::Release& r) {
+// `why`: why the runtime was torn down, if the daemon did it (empty
+// otherwise).
+nlohmann::json Survivors(const contain::Release& r, const std::string& why) {
   return {
-      {"message", "teardown could not be verified: " +
+      {"message", (why.empty() ? std::string() : why + "; then its ") +
+                      "teardown could not be verified: " +
                       (r.problem.empty() ? std::string("processes are still alive") : r.problem)},
       {"survivors", r.survivors}};
 }
@@ -680,7 +683,7 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
 
   if (!release.dead) {
     finish_exec(true, false);
-    Quarantine(*s, release);
+    Quarantine(*s, release, ended.why);
     return;
   }
   // The runtime is gone and verified dead: it can be destroyed (later).
@@ -729,9 +732,9 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
   FailQueue(*s, error);
 }
 
-void Sessions::Quarantine(Session& s, const contain::Release& release) {
+void Sessions::Quarantine(Session& s, const contain::Release& release, const std::string& why) {
   s.state = "quarantined";
-  s.problem = Survivors(release);
+  s.problem = Survivors(release, why);
   Record(s);
   Log("session_quarantined", s, {{"survivors", release.survivors}, {"problem", release.problem}});
   Error error{Kind::kConflict,
@@ -798,7 +801,7 @@ void Sessions::Retry(Session& s) {
     s->retrying = false;
     if (observer_.released) observer_.released(release);
     if (!release.dead) {
-      s->problem = Survivors(release);
+      s->problem = Survivors(release, std::string());
       return;
     }
     if (s->runtime) retired_.push_back(std::move(s->runtime));

@@ -348,7 +348,8 @@ class Sessions final {
   // records it and answers.
   void Close(Session& s);
   void Closed(Session& s, sys::Result<void> removed);
-  void Quarantine(Session& s, const contain::Release& release);
+  // `why`: why the daemon tore the runtime down, if it did (Runtime::Ended::why).
+  void Quarantine(Session& s, const contain::Release& release, const std::string& why);
   void Retry(Session& s);
   void FailQueue(Session& s, const Error& error);
   std::optional<Error> Unusable(Session& s);

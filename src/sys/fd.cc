@@ -1,6 +1,7 @@
 #include "sys/fd.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -92,6 +93,12 @@ Result<void> SetNonBlocking(int fd, bool on) {
   if (flags < 0) return FailErrno("fcntl(F_GETFL)");
   flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
   if (::fcntl(fd, F_SETFL, flags) != 0) return FailErrno("fcntl(F_SETFL)");
+  return {};
+}
+
+Result<void> SpareSocket() {
+  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe) return FailErrno("socket(AF_UNIX)");
   return {};
 }
 

@@ -62,4 +62,8 @@ Result<void> WriteAll(int fd, std::string_view content);
 // Sets or clears O_NONBLOCK.
 Result<void> SetNonBlocking(int fd, bool on = true);
 
+// A unix socket made and closed: fails where one cannot be made now (EMFILE:
+// this process has no descriptor to spare; ENFILE: the system has none).
+Result<void> SpareSocket();
+
 }  // namespace cordon::sys

@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,21 @@ TEST(FdTest, ReadAndWriteFiles) {
   auto missing = ReadFile(tmpl);
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().errno_value(), ENOENT);
+}
+
+TEST(FdTest, ASpareSocketFailsOnlyWhereNoDescriptorIsFree) {
+  EXPECT_TRUE(SpareSocket().has_value());
+  struct rlimit was {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &was), 0);
+  // A new descriptor takes the lowest number free: below 3 none is.
+  struct rlimit none = was;
+  none.rlim_cur = 3;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &none), 0);
+  auto starved = SpareSocket();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &was), 0);
+  ASSERT_FALSE(starved.has_value());
+  EXPECT_EQ(starved.error().errno_value(), EMFILE) << starved.error().message();
+  EXPECT_TRUE(SpareSocket().has_value());
 }
 
 TEST(EpollReactorTest, DispatchesAndUnwatchesFromInsideAHandler) {

@@ -163,6 +163,83 @@ def test_a_create_failed_for_want_of_descriptors_leaves_nothing(state_dir):
         assert unmount_beneath(state_dir) == []
 
 
+def test_a_python_session_whose_channels_cannot_connect_for_want_of_descriptors_fails_soon(
+        state_dir, tmp_path):
+    # The kernel starts, and waits before binding its sockets until the test
+    # has left the daemon no descriptor to spare. libzmq then cannot make a
+    # socket to connect with, and retries unseen: the create must fail with
+    # the reason long before the 120 s ready timeout, and leave no process
+    # or grant; the same id then starts again once descriptors are back.
+    d = Daemon(state_dir, "--prespawn-runs", "0", "--prespawn-shells", "0",
+               "--kernel-ready-timeout", "120")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(hold, 0o777)
+    (hold / "sitecustomize.py").write_text(
+        "import os, time\n"
+        f"open({str(hold / 'started')!r}, 'w').close()\n"
+        f"while not os.path.exists({str(hold / 'go')!r}):\n"
+        "    time.sleep(0.01)\n")
+    try:
+        c = d.client()
+        c.request("POST", "/v1/sessions", {"kind": "python", "id": "first"})
+        c.request("DELETE", "/v1/sessions/first")  # libzmq's context and threads made
+        answer = {}
+
+        def create():
+            t = time.monotonic()
+            try:
+                answer["view"] = c.request("POST", "/v1/sessions", {
+                    "kind": "python", "id": "starved", "isolation": "none",
+                    "env": {"PYTHONPATH": str(hold)}})
+            except CordonError as e:
+                answer["error"] = e
+            answer["s"] = time.monotonic() - t
+
+        creating = threading.Thread(target=create)
+        creating.start()
+        try:
+            # The kernel is held in its start-up. The daemon made its sockets
+            # and began connecting them as it let the kernel start.
+            assert wait_for((hold / "started").exists, within=60), answer
+            # A new descriptor takes the lowest number free, and fails only
+            # where none below the limit is: 3 leaves none (stdin, stdout,
+            # stderr), as a table filled to its limit would.
+            resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (3, hard))
+            (hold / "go").touch()
+            creating.join(timeout=100)
+        finally:
+            resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (soft, hard))
+            (hold / "go").touch()
+            creating.join()
+        error = answer.get("error")
+        assert error is not None, answer
+        # Invalidated, or quarantined where its teardown, still short of
+        # descriptors, could not be verified (retried every second after).
+        assert (error.status, error.code) in ((500, "internal"), (409, "quarantined")), error
+        assert "could not make a socket for its connections to the kernel" in error.message
+        assert "EMFILE" in error.message, error.message
+        assert answer["s"] < 60, answer  # half the ready timeout; ~1 s in fact
+        wait_for(lambda: c.request("GET", "/v1/sessions/starved")["state"] != "quarantined",
+                 within=30)
+        # Then closed (its quarantine resolved) or invalidated.
+        assert c.request("GET", "/v1/sessions/starved")["state"] in ("closed", "invalidated")
+        assert active_grants(state_dir) == []
+        assert pids_in_cgroup_tree(CGROUP_ROOT) == set()
+        (hold / "sitecustomize.py").unlink()
+        again = c.request("POST", "/v1/sessions", {"kind": "python", "id": "starved",
+                                                   "isolation": "none"})
+        ran = c.request("POST", "/v1/sessions/starved/exec", {"code": "print(6 * 7)"})
+        assert (ran["status"], ran["stdout"]) == ("ok", "42\n"), (again, ran)
+        c.request("DELETE", "/v1/sessions/starved")
+    finally:
+        resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        assert d.stop() == 0
+        assert unmount_beneath(state_dir) == []
+
+
 class Others:
     """Another client's requests, one after another, while the test does
     something slow: which were sent and answered within a window."""
