@@ -20,6 +20,7 @@ from cordon_client import CordonError, TooLargeError  # noqa: E402
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
+    active_grants,
     cgroup_mounts,
     empty_the_wal,
     fill_filesystem,
@@ -419,6 +420,47 @@ def test_what_a_session_writes_survives_the_state_filesystem_filling_when_images
         finally:
             subprocess.run(["losetup", "-d", device], check=True)
         assert checked.stdout == "data: OK\n", checked
+    finally:
+        if d is not None:
+            assert d.stop() == 0
+        assert unmount_beneath(state) == []
+
+
+def test_a_session_whose_image_finds_no_room_is_refused_and_leaves_nothing(tmp_path):
+    # Sparse images (the default) on a state filesystem with less room left
+    # than an image's formatted metadata: the image's copy fails (ENOSPC),
+    # and the session is refused 507 saying so. Never a session with an
+    # unbounded workspace instead; nothing of it is left, and the same id
+    # is made once there is room again.
+    state = state_on_small_filesystem(tmp_path, "64M")
+    d = None
+    try:
+        d = Daemon(state, "--prespawn-runs", "0", "--prespawn-shells", "0",
+                   cgroup_root=CGROUP_ROOT + "-no-room")
+        c = d.client()
+        c.session("first", limits={"disk_bytes": 32 * MiB}).close()  # its template made
+        templates = list((state / "images").iterdir())
+        assert len(templates) == 1, templates
+        metadata = os.stat(templates[0]).st_blocks * 512
+        assert metadata >= 256 * 1024, metadata
+        filler = state / "filler"
+        fill_filesystem(filler)
+        # Room for the store and a directory, not for an image's metadata.
+        os.truncate(filler, os.stat(filler).st_size - metadata // 4)
+        for permissive in (None, True):  # permissive too: want of room is no missing feature
+            with pytest.raises(CordonError) as e:
+                c.session("no-room", limits={"disk_bytes": 32 * MiB}, permissive=permissive)
+            assert e.value.status == 507, e.value
+            assert "ENOSPC" in e.value.message and "no-room.img" in e.value.message, e.value
+        assert not os.path.exists(state / "workspaces" / "no-room.img")
+        assert not os.path.exists(state / "workspaces" / "no-room")
+        assert active_grants(state) == []
+        assert c.sessions() == [] or all(s["id"] != "no-room" for s in c.sessions())
+        os.unlink(filler)
+        s = c.session("no-room", limits={"disk_bytes": 32 * MiB})
+        size = s.exec("df -k --output=size /workspace | tail -1")["stdout"]
+        assert int(size) * 1024 <= 32 * MiB, size  # bounded by its image
+        s.close()
     finally:
         if d is not None:
             assert d.stop() == 0
