@@ -409,12 +409,14 @@ struct Daemon::Impl {
       ++metrics.session_execs;
       metrics.bytes_captured += r->out.data.size() + r->err.data.size();
       metrics.exec_seconds.Observe(static_cast<double>(r->duration_ms) / 1000);
-      // The result's own copy of the output goes before the text is made:
-      // a flooding execution's peak then holds its output twice, not three
-      // times (issue 11, output flood).
-      json body = session::ToJson(*r);
-      *r = session::ExecResult{};
-      ex->RespondJson(200, body);
+      // The output is moved into the JSON, whose text, written once into a
+      // buffer of its own, is the only other copy: a flooding execution
+      // costs the daemon about twice its cap, as a run does (issue 11).
+      size_t output = r->out.data.size() + r->err.data.size();
+      if (r->kernel) output += r->kernel->stdout_text.size() + r->kernel->stderr_text.size();
+      const size_t expected = 2 * output + 4096;
+      std::string text = sys::JsonLine(session::ToJson(std::move(*r)), expected);
+      ex->Respond(200, std::move(text), "application/json");
     });
   }
 

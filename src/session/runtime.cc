@@ -2,12 +2,12 @@
 
 namespace cordon::session {
 
-nlohmann::json ToJson(const ExecResult& r) {
+nlohmann::json ToJson(ExecResult&& r) {
   if (r.kernel) {
-    const jupyter::ExecuteOutput& k = *r.kernel;
+    jupyter::ExecuteOutput& k = *r.kernel;
     return {{"status", k.status.empty() ? "error" : k.status},
-            {"stdout", k.stdout_text},
-            {"stderr", k.stderr_text},
+            {"stdout", std::move(k.stdout_text)},
+            {"stderr", std::move(k.stderr_text)},
             {"results", k.results},
             {"error", k.error},
             {"execution_count",
@@ -19,8 +19,8 @@ nlohmann::json ToJson(const ExecResult& r) {
             {"duration_ms", r.duration_ms}};
   }
   return {{"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json()},
-          {"stdout", r.out.data},
-          {"stderr", r.err.data},
+          {"stdout", std::move(r.out.data)},
+          {"stderr", std::move(r.err.data)},
           {"stdout_truncated", r.out.truncated},
           {"stderr_truncated", r.err.truncated},
           {"stdout_bytes", r.out.bytes},

@@ -59,7 +59,8 @@ struct ExecResult {
 //  "invalidated", "shell_restarted", "duration_ms"}.
 // A kernel: {"status", "stdout", "stderr", "results", "error",
 //  "execution_count", "truncated", "timed_out", "invalidated", "duration_ms"}.
-nlohmann::json ToJson(const ExecResult& result);
+// The output is moved into it, not copied.
+nlohmann::json ToJson(ExecResult&& result);
 
 class Runtime {
  public:
