@@ -2,6 +2,7 @@
 and cgroup helpers they check processes with. Only processes the tests
 started are looked at or signalled (by pid); nothing is found by name."""
 import atexit
+import contextlib
 import errno
 import functools
 import json
@@ -606,6 +607,24 @@ def state_on_small_filesystem(tmp_path, size="64M"):
     subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
     subprocess.run(["mount", "-o", "loop", str(image), str(state)], check=True)
     return state
+
+
+@contextlib.contextmanager
+def daemon_on_small_filesystem(tmp_path, *extra, size="64M", **kwargs):
+    """A Daemon (`extra`: its options) whose state directory is a small
+    filesystem of its own (state_on_small_filesystem); yields (state,
+    daemon). On the way out the daemon must stop cleanly, and nothing may
+    be left mounted beneath its state directory (its workspace images,
+    then the filesystem)."""
+    state = state_on_small_filesystem(tmp_path, size)
+    d = None
+    try:
+        d = Daemon(state, *extra, **kwargs)
+        yield state, d
+    finally:
+        if d is not None:
+            assert d.stop() == 0
+        assert unmount_beneath(state) == []
 
 
 def empty_the_wal(state):

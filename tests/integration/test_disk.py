@@ -22,11 +22,10 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     Daemon,
     active_grants,
     cgroup_mounts,
+    daemon_on_small_filesystem,
     empty_the_wal,
     fill_filesystem,
     remove_tree,
-    state_on_small_filesystem,
-    unmount_beneath,
     wait_for,
 )
 
@@ -308,11 +307,8 @@ def test_health_says_while_the_store_cannot_write_and_since_when(tmp_path):
     # The state directory's filesystem full: nothing can be recorded, so
     # nothing new can start (507). GET /v1/health says so, with the first
     # error and its time, until a write succeeds again.
-    state = state_on_small_filesystem(tmp_path)
-    d = None
-    try:
-        d = Daemon(state, "--prespawn-runs", "0", "--prespawn-shells", "0",
-                   cgroup_root=CGROUP_ROOT + "-store-health")
+    with daemon_on_small_filesystem(tmp_path, "--prespawn-runs", "0", "--prespawn-shells", "0",
+                                    cgroup_root=CGROUP_ROOT + "-store-health") as (state, d):
         c = d.client()
         # A workspace of its own (not on the full filesystem): what a run
         # then needs of the state directory is its records alone.
@@ -349,10 +345,6 @@ def test_health_says_while_the_store_cannot_write_and_since_when(tmp_path):
         assert run()["exit_code"] == 0
         health = c.health()
         assert health["status"] == "ok" and health["store"] == {"writes": "ok"}, health
-    finally:
-        if d is not None:
-            assert d.stop() == 0
-        assert unmount_beneath(state) == []
 
 
 @pytest.mark.parametrize("reserve", [True, False], ids=["reserved", "sparse"])
@@ -363,12 +355,9 @@ def test_what_a_session_writes_survives_the_state_filesystem_filling_when_images
     # reaches its image: `sync -f` says so, and it reads back whole from
     # the image file. Sparse (the default), the same write is
     # accepted and lost at writeback, which only `sync -f` reveals.
-    state = state_on_small_filesystem(tmp_path, "160M")
-    d = None
-    try:
-        d = Daemon(state, "--prespawn-runs", "0", "--prespawn-shells", "0",
-                   *(["--reserve-disk"] if reserve else []),
-                   cgroup_root=CGROUP_ROOT + "-reserve")
+    with daemon_on_small_filesystem(tmp_path, "--prespawn-runs", "0", "--prespawn-shells", "0",
+                                    *(["--reserve-disk"] if reserve else []), size="160M",
+                                    cgroup_root=CGROUP_ROOT + "-reserve") as (state, d):
         c = d.client()
         disk = c.probe()["disk"]
         assert disk["reserve_images"] is reserve and disk["persistent"] == "loop_image", disk
@@ -420,10 +409,6 @@ def test_what_a_session_writes_survives_the_state_filesystem_filling_when_images
         finally:
             subprocess.run(["losetup", "-d", device], check=True)
         assert checked.stdout == "data: OK\n", checked
-    finally:
-        if d is not None:
-            assert d.stop() == 0
-        assert unmount_beneath(state) == []
 
 
 def test_a_session_whose_image_finds_no_room_is_refused_and_leaves_nothing(tmp_path):
@@ -432,11 +417,8 @@ def test_a_session_whose_image_finds_no_room_is_refused_and_leaves_nothing(tmp_p
     # and the session is refused 507 saying so. Never a session with an
     # unbounded workspace instead; nothing of it is left, and the same id
     # is made once there is room again.
-    state = state_on_small_filesystem(tmp_path, "64M")
-    d = None
-    try:
-        d = Daemon(state, "--prespawn-runs", "0", "--prespawn-shells", "0",
-                   cgroup_root=CGROUP_ROOT + "-no-room")
+    with daemon_on_small_filesystem(tmp_path, "--prespawn-runs", "0", "--prespawn-shells", "0",
+                                    cgroup_root=CGROUP_ROOT + "-no-room") as (state, d):
         c = d.client()
         c.session("first", limits={"disk_bytes": 32 * MiB}).close()  # its template made
         templates = list((state / "images").iterdir())
@@ -461,7 +443,3 @@ def test_a_session_whose_image_finds_no_room_is_refused_and_leaves_nothing(tmp_p
         size = s.exec("df -k --output=size /workspace | tail -1")["stdout"]
         assert int(size) * 1024 <= 32 * MiB, size  # bounded by its image
         s.close()
-    finally:
-        if d is not None:
-            assert d.stop() == 0
-        assert unmount_beneath(state) == []

@@ -14,16 +14,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients"
 from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py)
     CGROUP_ROOT,
     Daemon,
+    daemon_on_small_filesystem,
     empty_the_wal,
     fill_filesystem,
     pids_in_cgroup_tree,
     require_namespaces,
     assert_count_option_refused,
-    state_on_small_filesystem,
     still_running,
     grant_row,
     store_query,
-    unmount_beneath,
     wait_for,
 )
 
@@ -167,10 +166,7 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
     naming the cause, and the runtime and its workspace go."""
     options, pool, size = (("--prespawn", "1"), "kernels_warm", 1) if kind == "python" else (
         (), "shells_warm", 2)
-    state = state_on_small_filesystem(tmp_path)
-    d = None
-    try:
-        d = Daemon(state, *options)
+    with daemon_on_small_filesystem(tmp_path, *options) as (state, d):
         require_namespaces(d)
         c = d.client()
         # Back long before this bound: a kernel is ready in about a second.
@@ -210,7 +206,3 @@ def test_a_warm_session_that_cannot_be_recorded_is_refused_and_leaves_nothing(tm
         r = create()
         assert r.status_code == 201 and r.json()["state"] == "ready", r.text
         assert store_query(state, "SELECT state FROM sessions WHERE id = 'w'") == [("ready",)]
-    finally:
-        if d is not None:
-            assert d.stop() == 0
-        assert unmount_beneath(state) == []  # the workspaces' images, then the filesystem
