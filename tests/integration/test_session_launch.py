@@ -201,8 +201,9 @@ def test_a_python_session_whose_channels_cannot_connect_for_want_of_descriptors_
         creating = threading.Thread(target=create)
         creating.start()
         try:
-            # The kernel is held in its start-up. The daemon made its sockets
-            # and began connecting them as it let the kernel start.
+            # The kernel is held in its start-up. The daemon makes its sockets
+            # (Kernel::Attach) right after it lets the kernel start, before
+            # the kernel's Python is far enough to read sitecustomize.
             assert wait_for((hold / "started").exists, within=60), answer
             # A new descriptor takes the lowest number free, and fails only
             # where none below the limit is: 3 leaves none (stdin, stdout,
