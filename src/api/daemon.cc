@@ -412,10 +412,9 @@ struct Daemon::Impl {
       // The output is moved into the JSON, whose text, written once into a
       // buffer of its own, is the only other copy: a flooding execution
       // costs the daemon about twice its cap, as a run does (issue 11).
-      size_t output = r->out.data.size() + r->err.data.size();
-      if (r->kernel) output += r->kernel->stdout_text.size() + r->kernel->stderr_text.size();
-      const size_t expected = 2 * output + 4096;
-      std::string text = sys::JsonLine(session::ToJson(std::move(*r)), expected);
+      size_t output_bytes = r->out.data.size() + r->err.data.size();
+      if (r->kernel) output_bytes += r->kernel->bytes;
+      std::string text = sys::JsonLine(session::ToJson(std::move(*r)), output_bytes);
       ex->Respond(200, std::move(text), "application/json");
     });
   }

@@ -461,15 +461,14 @@ void Runs::Respond(Active& run, run::RunResult r) {
   // text, written once into a buffer of its own, is the only other copy: a
   // run that printed to its cap costs the daemon about twice the cap.
   std::string out = std::move(r.out.data), err = std::move(r.err.data);
-  // Text output escapes to a little more than itself ("\n" is two bytes).
-  const size_t expected = 2 * (out.size() + err.size()) + 4096;
+  const size_t output_bytes = out.size() + err.size();
   json result = run::ToJson(r);
   result["stdout"] = std::move(out);
   result["stderr"] = std::move(err);
   result["limits"] = run.limits;
   result["warm"] = run.warm;
   if (run.streaming) result["type"] = "result";
-  std::string text = sys::JsonLine(result, expected);
+  std::string text = sys::JsonLine(result, output_bytes);
   result = nullptr;
   if (run.streaming) {
     run.exchange->Stream(std::move(text));

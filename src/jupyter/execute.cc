@@ -86,6 +86,7 @@ bool ExecuteCollector::Feed(Channel channel, const Message& m) {
 
 ExecuteOutput ExecuteCollector::Take() {
   ExecuteOutput out = std::move(output_);
+  out.bytes = spent_;
   if (out.truncated) out.stdout_text += TruncationMarker(budget_);
   return out;
 }

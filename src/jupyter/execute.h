@@ -23,6 +23,9 @@ struct ExecuteOutput {
   nlohmann::json error;                              // null or {"ename", "evalue", "traceback"}
   std::optional<int> execution_count;
   bool truncated = false;
+  // What was kept of the output, counted as the budget counts it: the text,
+  // and each result's data as JSON text.
+  size_t bytes = 0;
 };
 
 // The line appended to stdout when the budget cut the output.

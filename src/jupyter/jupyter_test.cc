@@ -15,6 +15,7 @@
 #include "jupyter/kernel_client.h"
 #include "support.h"
 #include "sys/epoll_reactor.h"
+#include "sys/json_text.h"
 #include "sys/timerfd.h"
 
 namespace cordon::jupyter {
@@ -124,16 +125,31 @@ TEST(ExecuteCollectorTest, OneBudgetForTextAndRichOutput) {
   // The payload that did not fit ended the output: nothing after it is kept.
   EXPECT_EQ(out.stdout_text, "123456" + TruncationMarker(10));
   EXPECT_NE(out.stdout_text.find("truncated"), std::string::npos);
+  EXPECT_EQ(out.bytes, 6u);  // the marker is not output
+}
+
+TEST(ExecuteCollectorTest, ItsOutputSaysHowManyBytesItKeptImagesIncluded) {
+  Message request = NewMessage("s", "execute_request", {});
+  ExecuteCollector c(request.msg_id(), 1 << 20);
+  const std::string image(5000, 'A');
+  c.Feed(Channel::kIopub,
+         NewMessage("s", "stream", {{"name", "stdout"}, {"text", "hi\n"}}, &request));
+  c.Feed(Channel::kIopub,
+         NewMessage("s", "stream", {{"name", "stderr"}, {"text", "oops"}}, &request));
+  c.Feed(Channel::kIopub,
+         NewMessage("s", "display_data", {{"data", {{"image/png", image}}}}, &request));
+  ExecuteOutput out = c.Take();
+  ASSERT_EQ(out.results.size(), 1u);
+  // The image's data is counted as the JSON text it is sent as.
+  EXPECT_EQ(out.bytes, 3 + 4 + sys::JsonText(out.results[0]["data"]).size());
+  EXPECT_GT(out.bytes, image.size());
 }
 
 // A real kernel, started directly (the daemon starts it inside a boundary).
 class KernelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access("/usr/bin/python3", X_OK) != 0 ||
-        std::system("/usr/bin/python3 -c 'import ipykernel' 2>/dev/null") != 0) {
-      GTEST_SKIP() << "Debian's python3-ipykernel is not installed";
-    }
+    if (!testing::HaveIpykernel()) GTEST_SKIP() << "Debian's python3-ipykernel is not installed";
     auto reactor = sys::EpollReactor::Create();
     ASSERT_TRUE(reactor);
     reactor_.emplace(std::move(*reactor));

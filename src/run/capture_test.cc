@@ -91,8 +91,8 @@ TEST(CaptureTest, AResultsJsonLineIsItsJsonTextAndANewline) {
   r.out.data = std::string(100000, 'y') + "\n\xFF\x01 \"q\"";
   r.err.data = "bad \xC3";
   nlohmann::json value = ToJson(r);
-  for (size_t expected : {size_t{0}, size_t{16}, size_t{1} << 20}) {
-    EXPECT_EQ(sys::JsonLine(value, expected), sys::JsonText(value) + "\n");
+  for (size_t output_bytes : {size_t{0}, size_t{16}, size_t{1} << 20}) {
+    EXPECT_EQ(sys::JsonLine(value, output_bytes), sys::JsonText(value) + "\n");
   }
 }
 

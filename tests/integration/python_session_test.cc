@@ -27,11 +27,6 @@ using std::chrono::seconds;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 
-bool HaveIpykernel() {
-  return ::access("/usr/bin/python3", X_OK) == 0 &&
-         std::system("/usr/bin/python3 -c 'import ipykernel' 2>/dev/null") == 0;
-}
-
 template <typename F>
 bool Eventually(F done, milliseconds within = seconds(20)) {
   auto deadline = std::chrono::steady_clock::now() + within;

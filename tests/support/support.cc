@@ -78,6 +78,11 @@ bool KernelIdmaps(const std::string& path) {
   return version >= 512;
 }
 
+bool HaveIpykernel() {
+  return ::access("/usr/bin/python3", X_OK) == 0 &&
+         std::system("/usr/bin/python3 -c 'import ipykernel' 2>/dev/null") == 0;
+}
+
 std::string Helper(const std::string& name) { return std::string(CORDON_HELPERS_DIR) + "/" + name; }
 
 std::string Slurp(const std::string& path) {

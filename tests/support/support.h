@@ -51,6 +51,10 @@ bool KernelIdmaps(const std::string& path);
 // falls, are scaled; never a bound whose breach a test is about.
 int TimeScale();
 
+// Debian's python3 with python3-ipykernel, the one the daemon's python
+// sessions run, is installed.
+bool HaveIpykernel();
+
 // The path of a helper program from tests/helpers.
 std::string Helper(const std::string& name);
 
