@@ -84,14 +84,30 @@ std::expected<std::unique_ptr<Runtime>, contain::AdmitError> Attached(
   return runtime;
 }
 
-// `why`: why the runtime was torn down, if the daemon did it (empty
-// otherwise).
+// `why`: why the runtime ended or was torn down, if known (empty
+// otherwise). It is kept as the problem's `cause`, so that each retry that
+// fails again says it too, after a restart as well (the problem is recorded).
 nlohmann::json Survivors(const contain::Release& r, const std::string& why) {
-  return {
+  nlohmann::json problem = {
       {"message", (why.empty() ? std::string() : why + "; then its ") +
                       "teardown could not be verified: " +
                       (r.problem.empty() ? std::string("processes are still alive") : r.problem)},
       {"survivors", r.survivors}};
+  if (!why.empty()) problem["cause"] = why;
+  return problem;
+}
+
+// Why a runtime of `kind` ended, as its session's problem says it: what the
+// runtime knows, or else what its end was.
+std::string EndedWhy(const std::string& kind, const Runtime::Ended& ended, bool was_starting) {
+  if (!ended.why.empty()) return ended.why;
+  const std::string what = kind == "python" ? "the kernel" : "the shell";
+  if (ended.end == Runtime::End::kInvalidated) {
+    return what + " did not come back within the grace after SIGINT; its tree was torn down";
+  }
+  if (was_starting) return what + " exited during startup";
+  if (kind == "python") return "the kernel died";
+  return ended.exec ? "the command ended the shell" : "the shell died between executions";
 }
 
 }  // namespace
@@ -683,7 +699,11 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
 
   if (!release.dead) {
     finish_exec(true, false);
-    Quarantine(*s, release, ended.why);
+    // A teardown the daemon was asked for (a close, a restart) has no
+    // cause to tell beyond what the runtime knows.
+    Quarantine(
+        *s, release,
+        ended.end == Runtime::End::kKilled ? ended.why : EndedWhy(s->kind, ended, was_starting));
     return;
   }
   // The runtime is gone and verified dead: it can be destroyed (later).
@@ -712,15 +732,7 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
   }
   finish_exec(true, false);
   s->state = "invalidated";
-  const char* what = s->kind == "python" ? "the kernel" : "the shell";
-  std::string why = ended.end == Runtime::End::kInvalidated
-                        ? std::string(what) +
-                              " did not come back within the grace after SIGINT; its tree was "
-                              "torn down"
-                    : was_starting        ? std::string(what) + " exited during startup"
-                    : s->kind == "python" ? std::string("the kernel died")
-                                          : std::string("the shell died between executions");
-  if (!ended.why.empty()) why = ended.why;
+  const std::string why = EndedWhy(s->kind, ended, was_starting);
   if (ended.end == Runtime::End::kExited && observer_.died) observer_.died(s->kind);
   s->problem = {{"message", why}};
   Record(*s);
@@ -801,7 +813,9 @@ void Sessions::Retry(Session& s) {
     s->retrying = false;
     if (observer_.released) observer_.released(release);
     if (!release.dead) {
-      s->problem = Survivors(release, std::string());
+      const std::string cause =
+          s->problem.is_object() ? s->problem.value("cause", std::string()) : std::string();
+      s->problem = Survivors(release, cause);
       return;
     }
     if (s->runtime) retired_.push_back(std::move(s->runtime));

@@ -128,5 +128,64 @@ TEST(DaemonQuarantineTest, AnUnverifiedTeardownQuarantinesBlocksARecreateAndSpar
   EXPECT_EQ(c.Post("/v1/sessions/q/exec", {{"command", "echo back"}}).Json()["stdout"], "back\n");
 }
 
+// The count of verified-or-not teardowns in /metrics: each retry of a
+// quarantine adds one when it resolves.
+int Teardowns(HttpClient& c) {
+  const std::string metrics = c.Get("/metrics").body;
+  const std::string name = "cordon_teardown_seconds_count ";
+  size_t at = metrics.find(name);
+  return at == std::string::npos ? -1 : std::stoi(metrics.substr(at + name.size()));
+}
+
+// A shell ended by its command, a survivor left behind: the quarantine says
+// why the runtime ended, and keeps saying it after retries that fail again.
+TEST(DaemonQuarantineTest, AQuarantineKeepsSayingWhyItsRuntimeEnded) {
+  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
+  SwitchableSignaller signaller;
+  InProcessDaemon daemon(signaller);
+  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
+  HttpClient c = daemon.Client();
+  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "q"}, {"isolation", "none"}}).status, 201);
+  pid_t escapee =
+      std::stoi(c.Post("/v1/sessions/q/exec", {{"command", "setsid sleep 300 & echo $!"}})
+                    .Json()["stdout"]
+                    .get<std::string>());
+
+  signaller.broken = true;
+  json ended = c.Post("/v1/sessions/q/exec", {{"command", "exit 3"}}).Json();
+  EXPECT_TRUE(ended["invalidated"].get<bool>()) << ended;
+  json q = c.Get("/v1/sessions/q").Json();
+  ASSERT_EQ(q["state"], "quarantined") << q;
+  const std::string said = "the command ended the shell; then its teardown could not be verified";
+  EXPECT_EQ(q["problem"].value("cause", ""), "the command ended the shell") << q;
+  EXPECT_TRUE(q["problem"]["message"].get<std::string>().starts_with(said)) << q;
+
+  // Two background retries resolve, both failing (the second one counted
+  // means the first is done): the cause is still said.
+  const int before = Teardowns(c);
+  ASSERT_GE(before, 1);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Teardowns(c) < before + 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(Teardowns(c), before + 2);
+  q = c.Get("/v1/sessions/q").Json();
+  EXPECT_EQ(q["state"], "quarantined");
+  EXPECT_TRUE(q["problem"]["message"].get<std::string>().starts_with(said)) << q;
+  HttpResponse recreate = c.Post("/v1/sessions", {{"id", "q"}});
+  EXPECT_EQ(recreate.status, 409) << recreate.body;
+  EXPECT_EQ(recreate.Json()["error"]["cause"], "the command ended the shell") << recreate.body;
+  EXPECT_FALSE(Exited(escapee));
+
+  signaller.broken = false;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (c.Get("/v1/sessions/q").Json()["state"] != "closed" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(c.Get("/v1/sessions/q").Json()["state"], "closed");
+  EXPECT_TRUE(Exited(escapee));
+}
+
 }  // namespace
 }  // namespace cordon::testing
