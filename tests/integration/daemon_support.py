@@ -623,7 +623,7 @@ def daemon_on_small_filesystem(tmp_path, *extra, size="64M", **kwargs):
         yield state, d
     finally:
         if d is not None:
-            assert d.stop() == 0
+            stop_leaving_nothing_mounted(d, state, own=[state])
         assert unmount_beneath(state) == []
 
 
@@ -661,6 +661,20 @@ def unmount_beneath(path):
     for target in mounts_beneath(path):
         subprocess.run(["umount", target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return mounts_beneath(path)
+
+
+def stop_leaving_nothing_mounted(daemon, path, own=()):
+    """Stops `daemon`: it must exit 0 and leave nothing mounted at or beneath
+    `path` (`own`: mounts the test made itself, such as a small state
+    filesystem). Everything there is unmounted either way, so that a failure
+    does not leave a workspace image mounted on the host."""
+    status = daemon.stop()
+    own = {os.path.realpath(str(p)) for p in own}
+    left = [m for m in mounts_beneath(path) if m not in own]
+    still = unmount_beneath(path)
+    assert status == 0, f"the daemon exited {status} at stop"
+    assert left == [], f"the daemon left these mounted at its stop: {left}"
+    assert still == [], f"these could not be unmounted: {still}"
 
 
 def remove_bench_leftovers(work, cgroup_root):

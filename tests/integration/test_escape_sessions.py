@@ -37,6 +37,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     cgroup_mounts,
     proc_status,
     remove_tree,
+    stop_leaving_nothing_mounted,
     unmount_beneath,
     wait_for,
 )
@@ -119,10 +120,9 @@ def base(tmp_path_factory):
 def daemon(base):
     d = Daemon(base / "state", "--max-file-size", str(MAX_FILE))
     yield d
-    assert d.stop() == 0
+    stop_leaving_nothing_mounted(d, base)
     for mount in cgroup_mounts():
         remove_tree(mount + CGROUP_ROOT)
-    assert unmount_beneath(base) == []
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,8 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     open_fds,
     pids_in_cgroup_tree,
     stop_amid,
+    stop_leaving_nothing_mounted,
     store_query,
-    unmount_beneath,
     wait_for,
 )
 
@@ -77,8 +77,7 @@ def test_a_delete_while_the_next_generation_is_made_never_pulls_its_workspace(st
         assert again.exec("echo $MINE")["stdout"] == "3\n"
         again.close()
     finally:
-        assert d.stop() == 0
-        assert unmount_beneath(state_dir) == []
+        stop_leaving_nothing_mounted(d, state_dir)
 
 
 def test_a_stop_while_sessions_are_made_answers_each_and_leaves_nothing(state_dir):
@@ -159,8 +158,7 @@ def test_a_create_failed_for_want_of_descriptors_leaves_nothing(state_dir):
         again.close()
     finally:
         resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (soft, hard))
-        assert d.stop() == 0
-        assert unmount_beneath(state_dir) == []
+        stop_leaving_nothing_mounted(d, state_dir)
 
 
 def test_a_python_session_whose_channels_cannot_connect_for_want_of_descriptors_fails_soon(
@@ -237,8 +235,7 @@ def test_a_python_session_whose_channels_cannot_connect_for_want_of_descriptors_
         c.request("DELETE", "/v1/sessions/starved")
     finally:
         resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (soft, hard))
-        assert d.stop() == 0
-        assert unmount_beneath(state_dir) == []
+        stop_leaving_nothing_mounted(d, state_dir)
 
 
 class Others:
@@ -293,8 +290,7 @@ def test_a_big_leftover_workspace_is_removed_while_others_are_answered(state_dir
         assert again.exec("ls -A /workspace")["stdout"] == ""
         again.close()
     finally:
-        assert d.stop() == 0
-        assert unmount_beneath(state_dir) == []
+        stop_leaving_nothing_mounted(d, state_dir)
 
 
 class BigFile:
@@ -358,8 +354,7 @@ def test_a_big_file_is_hashed_and_read_while_others_are_answered(state_dir):
         assert during_get >= 10, (f"{during_get} answered in the {got_answered - got_sent:.3f} s "
                                   "the download took to be answered")
     finally:
-        assert d.stop() == 0
-        assert unmount_beneath(state_dir) == []
+        stop_leaving_nothing_mounted(d, state_dir)
 
 
 def test_a_close_during_a_big_transfer_answers_both_and_leaves_nothing(state_dir):
@@ -392,8 +387,7 @@ def test_a_close_during_a_big_transfer_answers_both_and_leaves_nothing(state_dir
         assert [n for n in os.listdir(workspaces) if n.startswith("gone")] == []
         assert [m for m in mounts_beneath(state_dir) if "/workspaces/gone" in m] == []
     finally:
-        assert d.stop() == 0
-        assert unmount_beneath(state_dir) == []
+        stop_leaving_nothing_mounted(d, state_dir)
 
 
 def test_a_delete_while_a_shell_restarts_closes_it_and_leaves_nothing(state_dir):
@@ -424,8 +418,7 @@ def test_a_delete_while_a_shell_restarts_closes_it_and_leaves_nothing(state_dir)
         assert again.exec("echo back")["stdout"] == "back\n"
         again.close()
     finally:
-        assert d.stop() == 0
-        assert unmount_beneath(state_dir) == []
+        stop_leaving_nothing_mounted(d, state_dir)
 
 
 def test_a_stop_while_shells_restart_answers_each_and_leaves_nothing(state_dir):
