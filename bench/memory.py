@@ -14,6 +14,13 @@ well (the series goes to --json for the plots).
   flood, shell exec    the same command as an exec in a shell session: the
                        session's reader keeps the same budget while the
                        shell stays alive for the next command;
+  flood, python print  2 GB written to stdout by a python session's cell
+                       (--python 0 leaves out both python floods): the
+                       kernel's output is kept up to the same budget, and
+                       past it the cell is interrupted;
+  flood, python images 2 GB of 1 MiB `image/png` results displayed by a
+                       cell: each result's data counts against the budget
+                       as the JSON text it is answered in;
   64 shell sessions    64 live shell sessions (the default --max-sessions),
                        each with one `echo hi` answered, then all deleted;
   N python sessions    --python N (default 16; 0 leaves them out) live
@@ -132,6 +139,32 @@ def flood_exec(c):
             "outcome": f"exit {r['exit_code']}, next exec: {after['stdout'].strip()!r}"}
 
 
+PYTHON_PRINT = ("import sys\n"
+                "chunk = 'y\\n' * 32768\n"
+                "for _ in range(32768):\n"
+                "    sys.stdout.write(chunk)\n")
+PYTHON_IMAGES = ("from IPython.display import display\n"
+                 "for _ in range(2048):\n"
+                 "    display({'image/png': 'A' * (1 << 20)}, raw=True)\n")
+
+
+def flood_python(code):
+    def fn(c):
+        c.json("POST", "/v1/sessions", {"kind": "python", "id": "flood"})
+        status, body = c.raw("POST", "/v1/sessions/flood/exec",
+                             {"code": code, "timeout_ms": 300000})
+        assert status == 200, (status, body[:300])
+        r = json.loads(body)
+        after = c.json("POST", "/v1/sessions/flood/exec", {"code": "print('after')"})
+        kept = len(r["stdout"]) + sum(len(json.dumps(x["data"])) for x in r["results"])
+        # The cell is interrupted past the budget: how much of its 2 GB it
+        # wrote by then is not counted.
+        return {"truncated": r["truncated"], "kept": kept, "produced": None,
+                "answer": len(body),
+                "outcome": f"{r['status']}, next exec: {after['stdout'].strip()!r}"}
+    return fn
+
+
 def sessions(kind, n):
     def fn(c):
         per = []  # VmRSS after each session is live
@@ -199,6 +232,8 @@ def main():
     cases = [("flood, run", flood_run), ("flood, shell exec", flood_exec),
              (f"{args.shells} shell sessions", sessions("shell", args.shells))]
     if args.python:
+        cases[2:2] = [("flood, python print", flood_python(PYTHON_PRINT)),
+                      ("flood, python images", flood_python(PYTHON_IMAGES))]
         cases.append((f"{args.python} python sessions", sessions("python", args.python)))
     if args.ended:
         cases.append((f"{args.ended} ended sessions", ended(args.ended)))
@@ -232,7 +267,9 @@ def main():
                 status = d.stop()
             caps = None if seen["answer"] is None else idle + OUTPUT_LIMIT + seen["answer"]
             if seen["kept"] is not None:
-                got = (f"{seen['kept'] / MiB:.1f} MiB kept of {seen['produced'] / MiB:.0f} MiB, "
+                of = ("a 2 GB cell" if seen["produced"] is None
+                      else f"{seen['produced'] / MiB:.0f} MiB")
+                got = (f"{seen['kept'] / MiB:.1f} MiB kept of {of}, "
                        f"truncated {'yes' if seen['truncated'] else 'NO'}, answer "
                        f"{seen['answer'] / MiB:.1f} MiB, {seen['outcome']}")
             elif "ended" in seen:
