@@ -1,5 +1,5 @@
 """Output floods against a real `cordon serve` (issue 11): what a python
-kernel prints is cut at the execution's budget and flagged, a message over
+kernel prints or displays is cut at the execution's budget and flagged, a message over
 what the daemon takes from a kernel (64 MiB) cuts the output instead of
 being held, and a websocket client that never reads is disconnected, while
 the daemon's peak memory (VmHWM) grows by a bounded amount and the kernel
@@ -95,6 +95,23 @@ def test_a_kernel_flood_is_cut_at_the_budget_flagged_and_not_held(daemon, kernel
     again = post(daemon, f"/v1/sessions/{kernel}/exec", {"code": "print('next'); 6*7"})
     assert again["stdout"] == "next\n" and again["truncated"] is False
     assert again["results"][0]["data"]["text/plain"] == "42"
+
+
+def test_a_kernel_flood_of_images_is_cut_at_the_budget_whole_images_kept(daemon, kernel):
+    # Each result's data counts against the same budget as the text does, as
+    # the JSON it is answered in: nine of 1 MiB fit in 10 MiB, the tenth
+    # does not, and none after it is kept.
+    code = ("from IPython.display import display\n"
+            "for i in range(200): display({'image/png': 'A' * (1 << 20)}, raw=True)")
+    before = hwm(daemon)
+    r = post(daemon, f"/v1/sessions/{kernel}/exec", {"code": code, "timeout_ms": 60000})
+    assert r["truncated"] is True
+    assert r["stdout"].endswith("[cordon: output truncated at the budget of 10485760 bytes]\n")
+    assert [d["data"] for d in r["results"]] == [{"image/png": "A" * MiB}] * 9
+    assert r["timed_out"] is False and r["invalidated"] is False
+    assert hwm(daemon) - before < GROWTH_BOUND, (before, hwm(daemon))
+    again = post(daemon, f"/v1/sessions/{kernel}/exec", {"code": "6*7"})
+    assert again["results"][0]["data"]["text/plain"] == "42" and again["truncated"] is False
 
 
 def test_one_message_over_the_size_limit_cuts_the_output_and_the_kernel_goes_on(daemon, kernel):
