@@ -816,6 +816,8 @@ void Sessions::Retry(Session& s) {
       const std::string cause =
           s->problem.is_object() ? s->problem.value("cause", std::string()) : std::string();
       s->problem = Survivors(release, cause);
+      if (std::exchange(s->retry_again, false)) return Retry(*s);
+      MaybeFinishShutdown();  // a stop waits for the last try
       return;
     }
     if (s->runtime) retired_.push_back(std::move(s->runtime));
@@ -1375,14 +1377,13 @@ bool Sessions::TakeWarm(const std::string& kind, const std::string& id,
 }
 
 void Sessions::Shutdown(std::function<void(bool)> done) {
-  shutdown_ = std::move(done);
   stopping_ = true;
   tick_->Cancel();
   // Every live session is marked before anything is killed, the pool's
-  // runtimes included: a teardown may end at once, and the shutdown is
-  // over only when none is left closing. (Killing the pool first let its
-  // last teardown finish the shutdown while sessions were still live,
-  // their bound workspaces still mounted.)
+  // runtimes included, and nothing can end the shutdown until all of it
+  // has begun (`shutdown_` is set last): a teardown may end at once.
+  // (Killing the pool first let its last teardown finish the shutdown while
+  // sessions were still live, their bound workspaces still mounted.)
   std::vector<Runtime*> kill;
   for (auto& [key, w] : pool_) kill.push_back(w.runtime.get());
   for (auto& [id, s] : sessions_) {
@@ -1392,6 +1393,18 @@ void Sessions::Shutdown(std::function<void(bool)> done) {
     kill.push_back(s->runtime.get());
   }
   for (Runtime* runtime : kill) runtime->Kill();
+  // A quarantined session gets one more try at its teardown: what kept its
+  // processes alive may be gone since the last retry, and the stop then
+  // leaves it closed. One that still fails stays quarantined, and the stop
+  // says that not all are dead.
+  for (auto& [id, s] : sessions_) {
+    if (s->retrying) {
+      s->retry_again = true;  // that one may have begun before the cause went
+    } else {
+      Retry(*s);
+    }
+  }
+  shutdown_ = std::move(done);
   MaybeFinishShutdown();
 }
 
@@ -1399,7 +1412,7 @@ void Sessions::MaybeFinishShutdown() {
   if (!stopping_ || !shutdown_) return;
   if (!pool_.empty() || offload_.pending() > 0) return;
   for (const auto& [id, s] : sessions_) {
-    if (s->closing || (s->runtime && s->state == "starting")) return;
+    if (s->closing || s->retrying || (s->runtime && s->state == "starting")) return;
   }
   ReleaseIdleWorkspaces(options_.state_dir, sessions_);
   auto done = std::move(shutdown_);

@@ -253,7 +253,8 @@ class Sessions final {
     bool close_pending = false;  // Close waits for them
     bool keep_workspace = false;
     bool retrying = false;
-    bool recorded = false;  // its last record was written
+    bool retry_again = false;  // a stop's last try, asked for while one was under way
+    bool recorded = false;     // its last record was written
     nlohmann::json problem;
     int64_t created_at_ms = 0;
     std::chrono::steady_clock::time_point born;  // of this generation

@@ -36,13 +36,15 @@ class SwitchableSignaller final : public contain::Signaller {
 
 class InProcessDaemon {
  public:
-  explicit InProcessDaemon(contain::Signaller& signaller) {
+  // `tick`: how often quarantined sessions are retried in the background.
+  explicit InProcessDaemon(contain::Signaller& signaller,
+                           std::chrono::milliseconds tick = std::chrono::milliseconds(100)) {
     api::DaemonOptions o;
     o.state_dir = state_ / "state";
     o.listen = {"127.0.0.1:0"};
     o.cgroup_root = CgroupRoot();
     o.verify_timeout = std::chrono::milliseconds(300);
-    o.sessions.tick = std::chrono::milliseconds(100);
+    o.sessions.tick = tick;
     o.signaller = &signaller;
     auto d = api::Daemon::Start(io_, o);
     if (!d) {
@@ -56,10 +58,20 @@ class InProcessDaemon {
     thread_ = std::thread([this] { io_.run(); });
   }
   ~InProcessDaemon() {
-    if (!daemon_) return;
-    boost::asio::post(io_, [this] { daemon_->Shutdown([this](bool) { io_.stop(); }); });
+    if (daemon_) Stop();
+  }
+  // Stops it as SIGTERM does; whether every process was verified dead.
+  bool Stop() {
+    bool all_dead = false;
+    boost::asio::post(io_, [&] {
+      daemon_->Shutdown([&](bool dead) {
+        all_dead = dead;
+        io_.stop();
+      });
+    });
     thread_.join();
     daemon_.reset();
+    return all_dead;
   }
   const std::string& error() const { return error_; }
   HttpClient Client() const { return HttpClient(url_, token_); }
@@ -185,6 +197,35 @@ TEST(DaemonQuarantineTest, AQuarantineKeepsSayingWhyItsRuntimeEnded) {
   }
   EXPECT_EQ(c.Get("/v1/sessions/q").Json()["state"], "closed");
   EXPECT_TRUE(Exited(escapee));
+}
+
+// What kept a quarantined session's processes alive is gone, and no
+// background retry has come yet: the stop tries once more, closes it, and
+// says all are dead.
+TEST(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
+  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
+  SwitchableSignaller signaller;
+  InProcessDaemon daemon(signaller, std::chrono::hours(1));  // no background retry
+  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
+  HttpClient c = daemon.Client();
+  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "q"}, {"isolation", "none"}}).status, 201);
+  pid_t escapee =
+      std::stoi(c.Post("/v1/sessions/q/exec", {{"command", "setsid sleep 300 & echo $!"}})
+                    .Json()["stdout"]
+                    .get<std::string>());
+  auto pinned = sys::PidFd::Open(escapee);
+  ASSERT_TRUE(pinned) << pinned.error().message();
+  signaller.broken = true;
+  HttpResponse deleted = c.Request("DELETE", "/v1/sessions/q");
+  ASSERT_EQ(deleted.status, 409) << deleted.body;
+  ASSERT_EQ(c.Get("/v1/sessions/q").Json()["state"], "quarantined");
+
+  signaller.broken = false;
+  const bool all_dead = daemon.Stop();
+  const bool exited = Exited(escapee);
+  if (!exited) (void)contain::KernelSignaller().Signal(*pinned, SIGKILL);  // the test's own
+  EXPECT_TRUE(all_dead);
+  EXPECT_TRUE(exited);
 }
 
 }  // namespace
