@@ -281,6 +281,7 @@ struct Daemon::Impl {
                                    {"state_filesystem", std::move(room)},
                                    {"version", CORDON_VERSION},
                                    {"runs_active", runs->active()},
+                                   {"runs_unreleased", runs->unreleased()},
                                    {"sessions_active", sessions->live()},
                                    {"sessions_quarantined", sessions->quarantined()},
                                    {"sessions_held", sessions->held()},
@@ -295,7 +296,8 @@ struct Daemon::Impl {
     if (is({"metrics"})) {
       if (method != http::verb::get) return not_allowed("GET");
       return ex->Respond(200,
-                         metrics.Render(runs->active(), sessions->live(), sessions->quarantined()),
+                         metrics.Render(runs->active(), runs->unreleased(), sessions->live(),
+                                        sessions->quarantined()),
                          "text/plain; version=0.0.4");
     }
     if (is({"v1", "runs"})) {
@@ -625,7 +627,9 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   d.runs = std::make_unique<Runs>(
       *d.reactor, *d.store, *d.signaller, d.probe, d.metrics,
       RunsOptions{d.options.state_dir, d.options.max_runs, d.options.verify_timeout,
-                  d.options.bounds, d.options.prespawn_runs});
+                  d.options.bounds, d.options.prespawn_runs,
+                  // Unverified teardowns are retried as the sessions' are.
+                  d.options.sessions.tick});
   d.runs->FillPool();
   d.mcp = std::make_unique<mcp::Server>(
       mcp::Engine{*d.runs, *d.sessions, d.options.max_file_bytes, d.options.mcp_output_limit});

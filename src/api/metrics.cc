@@ -41,7 +41,7 @@ std::string Histogram::Render(const std::string& name, const std::string& help) 
   return out;
 }
 
-std::string Metrics::Render(size_t runs_active, size_t sessions_live,
+std::string Metrics::Render(size_t runs_active, size_t runs_unreleased, size_t sessions_live,
                             size_t sessions_quarantined) const {
   std::string out = Header("cordon_runs_total", "Runs finished, by outcome.", "counter");
   for (const char* outcome :
@@ -52,6 +52,9 @@ std::string Metrics::Render(size_t runs_active, size_t sessions_live,
   }
   out += Header("cordon_runs_active", "Runs in progress.", "gauge");
   out += "cordon_runs_active " + std::to_string(runs_active) + "\n";
+  out += Header("cordon_runs_unreleased",
+                "Answered runs whose teardown could not be verified yet (retried).", "gauge");
+  out += "cordon_runs_unreleased " + std::to_string(runs_unreleased) + "\n";
   out += Header("cordon_sessions_active", "Sessions starting, ready or busy.", "gauge");
   out += "cordon_sessions_active " + std::to_string(sessions_live) + "\n";
   out += Header("cordon_sessions_quarantined", "Sessions whose teardown could not be verified yet.",

@@ -40,7 +40,8 @@ struct Metrics {
   Histogram exec_seconds;      // a session execution
 
   // `sessions_live` and `sessions_quarantined` are read when rendering.
-  std::string Render(size_t runs_active, size_t sessions_live, size_t sessions_quarantined) const;
+  std::string Render(size_t runs_active, size_t runs_unreleased, size_t sessions_live,
+                     size_t sessions_quarantined) const;
 };
 
 double Seconds(std::chrono::steady_clock::duration d);

@@ -411,9 +411,55 @@ void Runs::PoolFailed() {
 
 void Runs::MaybeDrained() {
   if (!runs_.empty() || !pool_.empty() || pool_spawning_ > 0 || !drained_) return;
+  for (const auto& [id, u] : unreleased_) {
+    if (u.retrying) return;
+  }
   auto drained = std::move(drained_);
   drained_ = nullptr;
-  drained(all_dead_);
+  drained(all_dead_ && unreleased_.empty());
+}
+
+void Runs::Keep(uint64_t id, std::unique_ptr<run::Execution> execution) {
+  unreleased_.emplace(id, Unreleased{std::move(execution)});
+  if (stopping_) return RetryRelease(id);  // the stop's last try
+  if (unreleased_.size() == 1) ArmRetries();
+}
+
+void Runs::ArmRetries() {
+  retry_timer_.expires_after(options_.retry_every);
+  retry_timer_.async_wait([this, alive = std::weak_ptr<char>(alive_)](const auto& ec) {
+    if (ec || !alive.lock()) return;
+    // Collected first: a retry that ends at once takes its entry out.
+    std::vector<uint64_t> ids;
+    for (const auto& [id, u] : unreleased_) ids.push_back(id);
+    for (uint64_t id : ids) RetryRelease(id);
+    if (!unreleased_.empty() && !stopping_) ArmRetries();
+  });
+}
+
+void Runs::RetryRelease(uint64_t id) {
+  auto it = unreleased_.find(id);
+  if (it == unreleased_.end() || it->second.retrying) return;
+  it->second.retrying = true;
+  it->second.execution->RetryRelease([this, id](const contain::Release& release) {
+    auto it = unreleased_.find(id);
+    if (it == unreleased_.end()) return;
+    Unreleased& u = it->second;
+    u.retrying = false;
+    metrics_.teardown_seconds.Observe(std::chrono::duration<double>(release.duration).count());
+    if (!release.dead) {
+      if (std::exchange(u.retry_again, false)) return RetryRelease(id);
+      return MaybeDrained();
+    }
+    Log("info", "run_released", {{"grant_id", u.execution->grant_id()}, {"late", true}});
+    // This is the Execution's own callback: it is destroyed from the loop.
+    released_.push_back(std::move(u.execution));
+    unreleased_.erase(it);
+    boost::asio::post(reactor_.io(), [this, alive = std::weak_ptr<char>(alive_)] {
+      if (alive.lock()) released_.clear();
+    });
+    MaybeDrained();
+  });
 }
 
 void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) {
@@ -422,7 +468,6 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
   Active& run = *it->second;
   ++metrics_.runs_by_outcome[std::string(run::OutcomeName(r.outcome))];
   metrics_.teardown_seconds.Observe(std::chrono::duration<double>(r.release.duration).count());
-  if (!r.release.dead) all_dead_ = false;
   Log(r.release.dead ? "info" : "error", "run_finished",
       {{"request_id", request_id},
        {"grant_id", r.grant.id},
@@ -439,6 +484,7 @@ void Runs::Answer(uint64_t id, run::RunResult r) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
   Active& run = *it->second;
+  const bool dead = r.release.dead;
   if (run.done) {
     auto done = std::move(run.done);
     run.done = nullptr;
@@ -447,9 +493,14 @@ void Runs::Answer(uint64_t id, run::RunResult r) {
     Respond(run, std::move(r));
   }
   // The Execution may still be on the stack (OnDone): destroy it from the
-  // loop. The pool refills after the answer, not before it.
-  boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id] {
+  // loop, or keep it while its tree is not verified dead. The pool refills
+  // after the answer, not before it.
+  boost::asio::post(reactor_.io(), [alive = std::weak_ptr<char>(alive_), this, id, dead] {
     if (!alive.lock()) return;
+    auto it = runs_.find(id);
+    if (it != runs_.end() && !dead && it->second->execution) {
+      Keep(id, std::move(it->second->execution));
+    }
     runs_.erase(id);
     FillPool();
     MaybeDrained();
@@ -481,8 +532,7 @@ void Runs::Respond(Active& run, run::RunResult r) {
 void Runs::Stop(std::function<void(bool)> drained) {
   stopping_ = true;
   pool_timer_.cancel();
-  if (runs_.empty() && pool_.empty() && pool_spawning_ == 0) return drained(all_dead_);
-  drained_ = std::move(drained);
+  retry_timer_.cancel();
   // One being launched is cancelled once it is (Begun, OnParkedSpawned).
   for (auto& [id, run] : runs_) {
     if (run->execution) run->execution->Cancel();
@@ -492,6 +542,20 @@ void Runs::Stop(std::function<void(bool)> drained) {
   std::vector<run::Execution*> parked;
   for (auto& [key, entry] : pool_) parked.push_back(entry.execution.get());
   for (run::Execution* e : parked) e->Cancel();
+  // A run whose tree was not verified dead gets one more try: what kept it
+  // alive may be gone since the last one.
+  std::vector<uint64_t> ids;  // collected first, as above
+  for (auto& [id, u] : unreleased_) {
+    if (u.retrying) {
+      u.retry_again = true;  // that one may have begun before the cause went
+    } else {
+      ids.push_back(id);
+    }
+  }
+  for (uint64_t id : ids) RetryRelease(id);
+  // Set last: nothing above can end the stop before all of it has begun.
+  drained_ = std::move(drained);
+  MaybeDrained();
 }
 
 }  // namespace cordon::api

@@ -38,6 +38,9 @@ struct RunsOptions {
   // warm pool): a run that declares no isolation, limits or workspace of
   // its own starts in one instead of being launched.
   size_t prespawn = 0;
+  // How often a run whose teardown could not be verified is torn down
+  // again, until it is.
+  std::chrono::milliseconds retry_every{1000};
 };
 
 class Runs final {
@@ -53,7 +56,8 @@ class Runs final {
         probe_(probe),
         metrics_(metrics),
         options_(std::move(options)),
-        pool_timer_(reactor.io()) {}
+        pool_timer_(reactor.io()),
+        retry_timer_(reactor.io()) {}
 
   // Fills the warm pool (once the daemon is up; again after each hand-out).
   void FillPool();
@@ -78,6 +82,10 @@ class Runs final {
   // Cancels every run; `drained(all_dead)` once none is left.
   void Stop(std::function<void(bool)> drained);
   size_t active() const { return runs_.size(); }
+  // Answered runs whose teardown could not be verified yet: their grants
+  // stay active, and their trees are torn down again every retry_every,
+  // and once more at Stop.
+  size_t unreleased() const { return unreleased_.size(); }
   // What the MCP server shares with the runs: the loop (its timers) and
   // the counters of /metrics.
   AsioReactor& reactor() { return reactor_; }
@@ -146,6 +154,15 @@ class Runs final {
   // After a pool sandbox failed: the next fill waits (1 s, doubling to 1 min).
   void PoolFailed();
   void MaybeDrained();
+  // An answered run whose teardown was not verified: kept, and retried.
+  struct Unreleased {
+    std::unique_ptr<run::Execution> execution;
+    bool retrying = false;
+    bool retry_again = false;  // Stop's last try, asked for while one was under way
+  };
+  void Keep(uint64_t id, std::unique_ptr<run::Execution> execution);
+  void ArmRetries();  // every retry_every while any is kept
+  void RetryRelease(uint64_t id);
 
   AsioReactor& reactor_;
   store::Store& store_;
@@ -163,6 +180,9 @@ class Runs final {
   uint64_t next_parked_ = 1;
   sys::Backoff pool_backoff_;
   boost::asio::steady_timer pool_timer_;  // the fill after a backoff
+  std::map<uint64_t, Unreleased> unreleased_;
+  std::vector<std::unique_ptr<run::Execution>> released_;  // at last; destroyed from the loop
+  boost::asio::steady_timer retry_timer_;                  // the next RetryReleases
   // Expires with this object: what it posts to the loop checks it first.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
   // Make and launch the sandboxes, end their teardown, and remove the runs'

@@ -11,6 +11,7 @@
 
 #include "api/daemon.h"
 #include "http_client.h"
+#include "store/store.h"
 #include "support.h"
 
 namespace cordon::testing {
@@ -74,6 +75,7 @@ class InProcessDaemon {
     return all_dead;
   }
   const std::string& error() const { return error_; }
+  std::string state_dir() const { return state_ / "state"; }
   HttpClient Client() const { return HttpClient(url_, token_); }
 
  private:
@@ -226,6 +228,78 @@ TEST(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
   if (!exited) (void)contain::KernelSignaller().Signal(*pinned, SIGKILL);  // the test's own
   EXPECT_TRUE(all_dead);
   EXPECT_TRUE(exited);
+}
+
+// The grant's state in the daemon's store, read as `cordon grants` does.
+std::string GrantState(const std::string& state_dir, const std::string& id) {
+  auto store = store::Store::Open(state_dir);
+  if (!store) return store.error().message();
+  auto grant = store->GetGrant(id);
+  if (!grant || !*grant) return "not found";
+  return (*grant)->state;
+}
+
+int Health(HttpClient& c, const std::string& field) {
+  return c.Get("/v1/health").Json()[field].get<int>();
+}
+
+// A run is answered with its teardown unverified: its grant stays active
+// and its tree is torn down again in the background until it is dead; a
+// stop tries once more.
+TEST(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead) {
+  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
+  SwitchableSignaller signaller;
+  InProcessDaemon daemon(signaller);
+  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
+  HttpClient c = daemon.Client();
+  signaller.broken = true;
+  json r =
+      c.Post("/v1/runs", {{"shell", "setsid sleep 300 & echo $!"}, {"isolation", "none"}}).Json();
+  ASSERT_EQ(r["outcome"], "exited") << r;
+  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
+  EXPECT_FALSE(r["release"]["dead"].get<bool>()) << r;
+  const std::string grant = r["grant"]["id"];
+  EXPECT_EQ(Health(c, "runs_unreleased"), 1);
+  EXPECT_EQ(Health(c, "runs_active"), 0);
+  EXPECT_NE(c.Get("/metrics").body.find("cordon_runs_unreleased 1"), std::string::npos);
+  EXPECT_EQ(GrantState(daemon.state_dir(), grant), "active");
+  EXPECT_FALSE(Exited(escapee));
+  // Other runs go on meanwhile.
+  EXPECT_EQ(c.Post("/v1/runs", {{"shell", "echo fine"}}).Json()["stdout"], "fine\n");
+
+  signaller.broken = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Health(c, "runs_unreleased") != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Health(c, "runs_unreleased"), 0);
+  EXPECT_TRUE(Exited(escapee));
+  EXPECT_EQ(GrantState(daemon.state_dir(), grant), "released");
+  EXPECT_TRUE(daemon.Stop());
+}
+
+TEST(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
+  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
+  SwitchableSignaller signaller;
+  InProcessDaemon daemon(signaller, std::chrono::hours(1));  // no background retry
+  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
+  HttpClient c = daemon.Client();
+  signaller.broken = true;
+  json r =
+      c.Post("/v1/runs", {{"shell", "setsid sleep 300 & echo $!"}, {"isolation", "none"}}).Json();
+  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
+  auto pinned = sys::PidFd::Open(escapee);
+  ASSERT_TRUE(pinned) << pinned.error().message();
+  ASSERT_EQ(Health(c, "runs_unreleased"), 1);
+
+  signaller.broken = false;
+  const std::string state_dir = daemon.state_dir();
+  const bool all_dead = daemon.Stop();
+  const bool exited = Exited(escapee);
+  if (!exited) (void)contain::KernelSignaller().Signal(*pinned, SIGKILL);  // the test's own
+  EXPECT_TRUE(all_dead);
+  EXPECT_TRUE(exited);
+  EXPECT_EQ(GrantState(state_dir, r["grant"]["id"]), "released");
 }
 
 }  // namespace
