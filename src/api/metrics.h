@@ -39,7 +39,8 @@ struct Metrics {
   Histogram teardown_seconds;  // from teardown's start to verified death
   Histogram exec_seconds;      // a session execution
 
-  // `sessions_live` and `sessions_quarantined` are read when rendering.
+  // The gauges (runs active and unreleased, sessions live and quarantined)
+  // are read when rendering.
   std::string Render(size_t runs_active, size_t runs_unreleased, size_t sessions_live,
                      size_t sessions_quarantined) const;
 };

@@ -182,7 +182,7 @@ class Runs final {
   boost::asio::steady_timer pool_timer_;  // the fill after a backoff
   std::map<uint64_t, Unreleased> unreleased_;
   std::vector<std::unique_ptr<run::Execution>> released_;  // at last; destroyed from the loop
-  boost::asio::steady_timer retry_timer_;                  // the next RetryReleases
+  boost::asio::steady_timer retry_timer_;                  // the next round (ArmRetries)
   // Expires with this object: what it posts to the loop checks it first.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
   // Make and launch the sandboxes, end their teardown, and remove the runs'
