@@ -7,7 +7,9 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "api/daemon.h"
 #include "http_client.h"
@@ -86,21 +88,67 @@ class InProcessDaemon {
   std::string url_, token_, error_;
 };
 
-TEST(DaemonQuarantineTest, AnUnverifiedTeardownQuarantinesBlocksARecreateAndSparesOthers) {
-  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
-  SwitchableSignaller signaller;
-  InProcessDaemon daemon(signaller);
-  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
-  HttpClient c = daemon.Client();
-  // Without isolation: the test names the escapee by its host pid.
-  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "q"}, {"isolation", "none"}}).status, 201);
-  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "other"}}).status, 201);
-  pid_t escapee =
-      std::stoi(c.Post("/v1/sessions/q/exec", {{"command", "setsid sleep 300 & echo $!"}})
-                    .Json()["stdout"]
-                    .get<std::string>());
+// A command whose `sleep` leaves its session and outlives it; it prints the
+// sleep's pid. Without isolation, the test names it by its host pid.
+constexpr const char* kEscape = "setsid sleep 300 & echo $!";
 
-  signaller.broken = true;
+pid_t EscapeFrom(HttpClient& c, const std::string& session) {
+  return std::stoi(c.Post("/v1/sessions/" + session + "/exec", {{"command", kEscape}})
+                       .Json()["stdout"]
+                       .get<std::string>());
+}
+
+// Polls `done` for up to 20 s; its last answer.
+template <typename F>
+bool Eventually(F done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+std::string State(HttpClient& c, const std::string& session) {
+  return c.Get("/v1/sessions/" + session).Json()["state"];
+}
+
+// Stops the daemon; whether it said all were dead, and whether the escapee
+// (pinned by the test) had exited by then. One that had not is killed: it
+// is the test's own.
+std::pair<bool, bool> StopWith(InProcessDaemon& daemon, pid_t escapee, const sys::PidFd& pinned) {
+  const bool all_dead = daemon.Stop();
+  const bool exited = Exited(escapee);
+  if (!exited) (void)contain::KernelSignaller().Signal(pinned, SIGKILL);
+  return {all_dead, exited};
+}
+
+class DaemonQuarantineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
+  }
+  // `tick`: how often quarantines and unreleased runs are retried.
+  void StartDaemon(std::chrono::milliseconds tick = std::chrono::milliseconds(100)) {
+    daemon_.emplace(signaller_, tick);
+    ASSERT_TRUE(daemon_->error().empty()) << daemon_->error();
+  }
+  // Session `q`, without isolation, and the pid of what escapes from it.
+  pid_t SessionWithEscapee(HttpClient& c) {
+    EXPECT_EQ(c.Post("/v1/sessions", {{"id", "q"}, {"isolation", "none"}}).status, 201);
+    return EscapeFrom(c, "q");
+  }
+
+  SwitchableSignaller signaller_;
+  std::optional<InProcessDaemon> daemon_;
+};
+
+TEST_F(DaemonQuarantineTest, AnUnverifiedTeardownQuarantinesBlocksARecreateAndSparesOthers) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  HttpClient c = daemon_->Client();
+  pid_t escapee = SessionWithEscapee(c);
+  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "other"}}).status, 201);
+
+  signaller_.broken = true;
   HttpResponse deleted = c.Request("DELETE", "/v1/sessions/q");
   EXPECT_EQ(deleted.status, 409) << deleted.body;
   EXPECT_EQ(deleted.Json()["error"]["code"], "quarantined");
@@ -128,13 +176,8 @@ TEST(DaemonQuarantineTest, AnUnverifiedTeardownQuarantinesBlocksARecreateAndSpar
   EXPECT_EQ(c.Post("/v1/sessions/third/exec", {{"command", "echo ok"}}).Json()["stdout"], "ok\n");
 
   // Once a background retry succeeds, the session is closed and the id free.
-  signaller.broken = false;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (c.Get("/v1/sessions/q").Json()["state"] != "closed" &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(c.Get("/v1/sessions/q").Json()["state"], "closed");
+  signaller_.broken = false;
+  EXPECT_TRUE(Eventually([&] { return State(c, "q") == "closed"; })) << State(c, "q");
   EXPECT_TRUE(Exited(escapee));
   HttpResponse again = c.Post("/v1/sessions", {{"id", "q"}});
   EXPECT_EQ(again.status, 201) << again.body;
@@ -153,19 +196,12 @@ int Teardowns(HttpClient& c) {
 
 // A shell ended by its command, a survivor left behind: the quarantine says
 // why the runtime ended, and keeps saying it after retries that fail again.
-TEST(DaemonQuarantineTest, AQuarantineKeepsSayingWhyItsRuntimeEnded) {
-  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
-  SwitchableSignaller signaller;
-  InProcessDaemon daemon(signaller);
-  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
-  HttpClient c = daemon.Client();
-  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "q"}, {"isolation", "none"}}).status, 201);
-  pid_t escapee =
-      std::stoi(c.Post("/v1/sessions/q/exec", {{"command", "setsid sleep 300 & echo $!"}})
-                    .Json()["stdout"]
-                    .get<std::string>());
+TEST_F(DaemonQuarantineTest, AQuarantineKeepsSayingWhyItsRuntimeEnded) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  HttpClient c = daemon_->Client();
+  pid_t escapee = SessionWithEscapee(c);
 
-  signaller.broken = true;
+  signaller_.broken = true;
   json ended = c.Post("/v1/sessions/q/exec", {{"command", "exit 3"}}).Json();
   EXPECT_TRUE(ended["invalidated"].get<bool>()) << ended;
   json q = c.Get("/v1/sessions/q").Json();
@@ -178,11 +214,7 @@ TEST(DaemonQuarantineTest, AQuarantineKeepsSayingWhyItsRuntimeEnded) {
   // means the first is done): the cause is still said.
   const int before = Teardowns(c);
   ASSERT_GE(before, 1);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (Teardowns(c) < before + 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_GE(Teardowns(c), before + 2);
+  ASSERT_TRUE(Eventually([&] { return Teardowns(c) >= before + 2; }));
   q = c.Get("/v1/sessions/q").Json();
   EXPECT_EQ(q["state"], "quarantined");
   EXPECT_TRUE(q["problem"]["message"].get<std::string>().starts_with(said)) << q;
@@ -191,41 +223,27 @@ TEST(DaemonQuarantineTest, AQuarantineKeepsSayingWhyItsRuntimeEnded) {
   EXPECT_EQ(recreate.Json()["error"]["cause"], "the command ended the shell") << recreate.body;
   EXPECT_FALSE(Exited(escapee));
 
-  signaller.broken = false;
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (c.Get("/v1/sessions/q").Json()["state"] != "closed" &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(c.Get("/v1/sessions/q").Json()["state"], "closed");
+  signaller_.broken = false;
+  EXPECT_TRUE(Eventually([&] { return State(c, "q") == "closed"; })) << State(c, "q");
   EXPECT_TRUE(Exited(escapee));
 }
 
 // What kept a quarantined session's processes alive is gone, and no
 // background retry has come yet: the stop tries once more, closes it, and
 // says all are dead.
-TEST(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
-  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
-  SwitchableSignaller signaller;
-  InProcessDaemon daemon(signaller, std::chrono::hours(1));  // no background retry
-  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
-  HttpClient c = daemon.Client();
-  ASSERT_EQ(c.Post("/v1/sessions", {{"id", "q"}, {"isolation", "none"}}).status, 201);
-  pid_t escapee =
-      std::stoi(c.Post("/v1/sessions/q/exec", {{"command", "setsid sleep 300 & echo $!"}})
-                    .Json()["stdout"]
-                    .get<std::string>());
+TEST_F(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(std::chrono::hours(1)));  // no background retry
+  HttpClient c = daemon_->Client();
+  pid_t escapee = SessionWithEscapee(c);
   auto pinned = sys::PidFd::Open(escapee);
   ASSERT_TRUE(pinned) << pinned.error().message();
-  signaller.broken = true;
+  signaller_.broken = true;
   HttpResponse deleted = c.Request("DELETE", "/v1/sessions/q");
   ASSERT_EQ(deleted.status, 409) << deleted.body;
-  ASSERT_EQ(c.Get("/v1/sessions/q").Json()["state"], "quarantined");
+  ASSERT_EQ(State(c, "q"), "quarantined");
 
-  signaller.broken = false;
-  const bool all_dead = daemon.Stop();
-  const bool exited = Exited(escapee);
-  if (!exited) (void)contain::KernelSignaller().Signal(*pinned, SIGKILL);  // the test's own
+  signaller_.broken = false;
+  auto [all_dead, exited] = StopWith(*daemon_, escapee, *pinned);
   EXPECT_TRUE(all_dead);
   EXPECT_TRUE(exited);
 }
@@ -246,15 +264,11 @@ int Health(HttpClient& c, const std::string& field) {
 // A run is answered with its teardown unverified: its grant stays active
 // and its tree is torn down again in the background until it is dead; a
 // stop tries once more.
-TEST(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead) {
-  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
-  SwitchableSignaller signaller;
-  InProcessDaemon daemon(signaller);
-  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
-  HttpClient c = daemon.Client();
-  signaller.broken = true;
-  json r =
-      c.Post("/v1/runs", {{"shell", "setsid sleep 300 & echo $!"}, {"isolation", "none"}}).Json();
+TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  HttpClient c = daemon_->Client();
+  signaller_.broken = true;
+  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
   ASSERT_EQ(r["outcome"], "exited") << r;
   pid_t escapee = std::stoi(r["stdout"].get<std::string>());
   EXPECT_FALSE(r["release"]["dead"].get<bool>()) << r;
@@ -262,44 +276,33 @@ TEST(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead) {
   EXPECT_EQ(Health(c, "runs_unreleased"), 1);
   EXPECT_EQ(Health(c, "runs_active"), 0);
   EXPECT_NE(c.Get("/metrics").body.find("cordon_runs_unreleased 1"), std::string::npos);
-  EXPECT_EQ(GrantState(daemon.state_dir(), grant), "active");
+  EXPECT_EQ(GrantState(daemon_->state_dir(), grant), "active");
   EXPECT_FALSE(Exited(escapee));
   // Other runs go on meanwhile.
   EXPECT_EQ(c.Post("/v1/runs", {{"shell", "echo fine"}}).Json()["stdout"], "fine\n");
 
-  signaller.broken = false;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (Health(c, "runs_unreleased") != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(Health(c, "runs_unreleased"), 0);
+  signaller_.broken = false;
+  EXPECT_TRUE(Eventually([&] { return Health(c, "runs_unreleased") == 0; }));
   EXPECT_TRUE(Exited(escapee));
-  EXPECT_EQ(GrantState(daemon.state_dir(), grant), "released");
-  EXPECT_TRUE(daemon.Stop());
+  EXPECT_EQ(GrantState(daemon_->state_dir(), grant), "released");
+  EXPECT_TRUE(daemon_->Stop());
 }
 
-TEST(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
-  if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
-  SwitchableSignaller signaller;
-  InProcessDaemon daemon(signaller, std::chrono::hours(1));  // no background retry
-  ASSERT_TRUE(daemon.error().empty()) << daemon.error();
-  HttpClient c = daemon.Client();
-  signaller.broken = true;
-  json r =
-      c.Post("/v1/runs", {{"shell", "setsid sleep 300 & echo $!"}, {"isolation", "none"}}).Json();
+TEST_F(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(std::chrono::hours(1)));  // no background retry
+  HttpClient c = daemon_->Client();
+  signaller_.broken = true;
+  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
   pid_t escapee = std::stoi(r["stdout"].get<std::string>());
   auto pinned = sys::PidFd::Open(escapee);
   ASSERT_TRUE(pinned) << pinned.error().message();
   ASSERT_EQ(Health(c, "runs_unreleased"), 1);
 
-  signaller.broken = false;
-  const std::string state_dir = daemon.state_dir();
-  const bool all_dead = daemon.Stop();
-  const bool exited = Exited(escapee);
-  if (!exited) (void)contain::KernelSignaller().Signal(*pinned, SIGKILL);  // the test's own
+  signaller_.broken = false;
+  auto [all_dead, exited] = StopWith(*daemon_, escapee, *pinned);
   EXPECT_TRUE(all_dead);
   EXPECT_TRUE(exited);
-  EXPECT_EQ(GrantState(state_dir, r["grant"]["id"]), "released");
+  EXPECT_EQ(GrantState(daemon_->state_dir(), r["grant"]["id"]), "released");
 }
 
 }  // namespace
