@@ -135,8 +135,12 @@ class Gateway final : public api::Extension {
     }
     if (is({"api", "kernels"})) {
       if (method == http::verb::get) {
+        // A kernel being shut down is not listed: a client that listed
+        // while its DELETE was under way would see it after the 204
+        // (JupyterLab's KernelManager answers a refresh asked for meanwhile
+        // with that listing).
         sessions_->List<json>(
-            session::ListFilter{"python", {"closed"}},
+            session::ListFilter{.kind = "python", .except = {"closed"}, .closing = false},
             [](session::Listing all) { return std::move(all.sessions); },
             [this, ex](session::Outcome<json> all) {
               if (!all) return ex->RespondError(FromSession(all.error()));

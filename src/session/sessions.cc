@@ -931,6 +931,7 @@ void Sessions::OnList(const ListFilter& filter, std::function<void(Listing)> sha
     const auto& [id, s] = *it;
     held.insert(id);
     if (!filter.kind.empty() && s->kind != filter.kind) continue;
+    if (!filter.closing && s->closing) continue;
     nlohmann::json view = View(*s);
     const std::string state = view["state"];  // (busy: a ready one's, running)
     if (std::find(except.begin(), except.end(), state) == except.end()) {

@@ -120,6 +120,9 @@ struct ListFilter {
   std::vector<std::string> except;
   std::string after;
   std::optional<size_t> limit;
+  // False: sessions being closed (a DELETE or a cull under way) are left
+  // out too, whatever their state says until they are closed.
+  bool closing = true;
 };
 // The filter of `kind` ("shell" or "python"; none for every kind),
 // `states` (the states to list; empty for every state), `after` (a
