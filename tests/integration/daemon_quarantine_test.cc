@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "api/daemon.h"
+#include "gateway/gateway.h"
 #include "http_client.h"
 #include "store/store.h"
 #include "support.h"
@@ -37,18 +38,25 @@ class SwitchableSignaller final : public contain::Signaller {
   contain::KernelSignaller kernel_;
 };
 
+struct InProcessOptions {
+  // How often quarantined sessions and unreleased runs are retried.
+  std::chrono::milliseconds tick{100};
+  // How long a teardown waits to observe the tree's death.
+  std::chrono::milliseconds verify_timeout{300};
+  bool gateway = false;  // serve the Kernel Gateway's /api, as cordon-serve does
+};
+
 class InProcessDaemon {
  public:
-  // `tick`: how often quarantined sessions are retried in the background.
-  explicit InProcessDaemon(contain::Signaller& signaller,
-                           std::chrono::milliseconds tick = std::chrono::milliseconds(100)) {
+  InProcessDaemon(contain::Signaller& signaller, InProcessOptions options) {
     api::DaemonOptions o;
     o.state_dir = state_ / "state";
     o.listen = {"127.0.0.1:0"};
     o.cgroup_root = CgroupRoot();
-    o.verify_timeout = std::chrono::milliseconds(300);
-    o.sessions.tick = tick;
+    o.verify_timeout = options.verify_timeout;
+    o.sessions.tick = options.tick;
     o.signaller = &signaller;
+    if (options.gateway) o.extension = gateway::Maker(o.gateway);
     auto d = api::Daemon::Start(io_, o);
     if (!d) {
       error_ = d.error().message();
@@ -127,9 +135,8 @@ class DaemonQuarantineTest : public ::testing::Test {
   void SetUp() override {
     if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
   }
-  // `tick`: how often quarantines and unreleased runs are retried.
-  void StartDaemon(std::chrono::milliseconds tick = std::chrono::milliseconds(100)) {
-    daemon_.emplace(signaller_, tick);
+  void StartDaemon(InProcessOptions options = {}) {
+    daemon_.emplace(signaller_, options);
     ASSERT_TRUE(daemon_->error().empty()) << daemon_->error();
   }
   // Session `q`, without isolation, and the pid of what escapes from it.
@@ -232,7 +239,7 @@ TEST_F(DaemonQuarantineTest, AQuarantineKeepsSayingWhyItsRuntimeEnded) {
 // background retry has come yet: the stop tries once more, closes it, and
 // says all are dead.
 TEST_F(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
-  ASSERT_NO_FATAL_FAILURE(StartDaemon(std::chrono::hours(1)));  // no background retry
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({.tick = std::chrono::hours(1)}));  // no background retry
   HttpClient c = daemon_->Client();
   pid_t escapee = SessionWithEscapee(c);
   auto pinned = sys::PidFd::Open(escapee);
@@ -246,6 +253,53 @@ TEST_F(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
   auto [all_dead, exited] = StopWith(*daemon_, escapee, *pinned);
   EXPECT_TRUE(all_dead);
   EXPECT_TRUE(exited);
+}
+
+// Whether GET /api/kernels lists the kernel `id`.
+bool Listed(HttpClient& c, const std::string& id) {
+  for (const auto& k : c.Get("/api/kernels").Json()) {
+    if (k.value("id", "") == id) return true;
+  }
+  return false;
+}
+
+// A kernel being shut down is left out of the Kernel Gateway's list from
+// the moment its DELETE arrives, though it is still held (and has its last
+// state) until that answer: JupyterLab's KernelManager refreshes its list
+// while the DELETE is under way, and takes a kernel listed there as
+// running. The broken signaller holds the DELETE open for the test.
+TEST_F(DaemonQuarantineTest, AKernelBeingShutDownIsNotListed) {
+  if (!HaveIpykernel()) GTEST_SKIP() << "python3-ipykernel is not installed";
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemon({.verify_timeout = std::chrono::seconds(10), .gateway = true}));
+  HttpClient c = daemon_->Client();
+  HttpResponse created = c.Post("/api/kernels", {{"name", "python3"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"];
+  ASSERT_TRUE(Eventually([&] { return State(c, id) == "ready"; })) << State(c, id);
+  ASSERT_TRUE(Listed(c, id));
+
+  signaller_.broken = true;
+  std::atomic<int> deleted{0};
+  std::thread deleter([&] {
+    HttpClient own = daemon_->Client();
+    deleted = own.Request("DELETE", "/api/kernels/" + id).status;
+  });
+  // The DELETE has arrived once the list leaves the kernel out; it cannot
+  // be answered before the teardown's 10 s verification ends.
+  EXPECT_TRUE(Eventually([&] { return !Listed(c, id); }));
+  EXPECT_EQ(deleted, 0);
+  EXPECT_EQ(c.Get("/api/kernels/" + id).status, 200);
+  EXPECT_EQ(State(c, id), "ready");
+
+  // Signals work again, too late for this teardown: the DELETE is told the
+  // kernel is quarantined, and the next background retry closes it.
+  signaller_.broken = false;
+  deleter.join();
+  EXPECT_EQ(deleted, 409);
+  EXPECT_TRUE(Eventually([&] { return c.Get("/api/kernels/" + id).status == 404; }));
+  EXPECT_FALSE(Listed(c, id));
+  EXPECT_TRUE(daemon_->Stop());
 }
 
 // The grant's state in the daemon's store, read as `cordon grants` does.
@@ -289,7 +343,7 @@ TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead)
 }
 
 TEST_F(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
-  ASSERT_NO_FATAL_FAILURE(StartDaemon(std::chrono::hours(1)));  // no background retry
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({.tick = std::chrono::hours(1)}));  // no background retry
   HttpClient c = daemon_->Client();
   signaller_.broken = true;
   json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
