@@ -81,11 +81,17 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec, std::unique_p
   if (stopping_) {
     return std::unexpected(ApiError{503, "stopping", "the daemon is shutting down", "", nullptr});
   }
-  if (runs_.size() >= options_.max_runs) {
-    return std::unexpected(ApiError{
-        429, "over_capacity",
-        "at most " + std::to_string(options_.max_runs) + " runs may be in progress at once", "",
-        nullptr});
+  // A run whose teardown is not verified yet still has processes: it is
+  // held against the bound until its death is.
+  if (runs_.size() + unreleased_.size() >= options_.max_runs) {
+    std::string message =
+        "at most " + std::to_string(options_.max_runs) + " runs may be in progress at once";
+    if (!unreleased_.empty()) {
+      message += " (" + std::to_string(unreleased_.size()) +
+                 " of them answered, their teardown not yet verified; it is retried in the "
+                 "background)";
+    }
+    return std::unexpected(ApiError{429, "over_capacity", std::move(message), "", nullptr});
   }
   // What admission checks first (Acquire): a bad field is refused, naming
   // it, before any sandbox is taken or made.

@@ -406,8 +406,13 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
   opt("--max-inodes", a.max_inodes,
       "The most limits.disk_inodes a request may ask for (default: none)")
       ->type_name("N");
-  opt("--max-sessions", a.max_sessions, "Live sessions at once (default 64)")->type_name("N");
-  opt("--max-runs", a.max_runs, "Runs in progress at once (default 32)")->type_name("N");
+  opt("--max-sessions", a.max_sessions,
+      "Live sessions at once, quarantined ones counted (default 64)")
+      ->type_name("N");
+  opt("--max-runs", a.max_runs,
+      "Runs in progress at once, counting answered runs whose teardown is not yet verified "
+      "(default 32)")
+      ->type_name("N");
   opt("--session-idle-ttl", a.idle_ttl, "Idle sessions are closed after this (default 20m)")
       ->type_name("SEC");
   opt("--session-max-lifetime", a.max_lifetime, "Sessions are closed after this (default 24h)")

@@ -488,9 +488,14 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
                           "id", s->problem));
     }
   }
-  if (live() + preparing_.size() >= options_.max_sessions) {
-    return done(Failure(Kind::kOverCapacity, "at most " + std::to_string(options_.max_sessions) +
-                                                 " sessions may be live at once"));
+  // A quarantined session still has processes: it is held against the
+  // bound until its death is verified.
+  if (const size_t held = quarantined();
+      live() + preparing_.size() + held >= options_.max_sessions) {
+    std::string message =
+        "at most " + std::to_string(options_.max_sessions) + " sessions may be live at once";
+    if (held > 0) message += " (" + std::to_string(held) + " of them quarantined)";
+    return done(Failure(Kind::kOverCapacity, message));
   }
   // Validate before touching anything (the workspace is checked for real
   // when the shell is admitted).

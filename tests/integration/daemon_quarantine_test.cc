@@ -44,6 +44,8 @@ struct InProcessOptions {
   // How long a teardown waits to observe the tree's death.
   std::chrono::milliseconds verify_timeout{300};
   bool gateway = false;  // serve the Kernel Gateway's /api, as cordon-serve does
+  size_t max_runs = 32;
+  size_t max_sessions = 64;
 };
 
 class InProcessDaemon {
@@ -55,6 +57,8 @@ class InProcessDaemon {
     o.cgroup_root = CgroupRoot();
     o.verify_timeout = options.verify_timeout;
     o.sessions.tick = options.tick;
+    o.max_runs = options.max_runs;
+    o.sessions.max_sessions = options.max_sessions;
     o.signaller = &signaller;
     if (options.gateway) o.extension = gateway::Maker(o.gateway);
     auto d = api::Daemon::Start(io_, o);
@@ -263,6 +267,28 @@ bool Listed(HttpClient& c, const std::string& id) {
   return false;
 }
 
+// A quarantined session still has processes: it counts against
+// --max-sessions until its teardown is verified.
+TEST_F(DaemonQuarantineTest, AQuarantinedSessionIsHeldAgainstMaxSessions) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({.max_sessions = 1}));
+  HttpClient c = daemon_->Client();
+  pid_t escapee = SessionWithEscapee(c);
+  signaller_.broken = true;
+  ASSERT_EQ(c.Request("DELETE", "/v1/sessions/q").status, 409);
+
+  HttpResponse refused = c.Post("/v1/sessions", {{"id", "other"}});
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.Json()["error"]["message"],
+            "at most 1 sessions may be live at once (1 of them quarantined)");
+  EXPECT_EQ(c.Get("/v1/sessions/other").status, 404);
+
+  signaller_.broken = false;
+  EXPECT_TRUE(Eventually([&] { return State(c, "q") == "closed"; })) << State(c, "q");
+  EXPECT_TRUE(Exited(escapee));
+  HttpResponse created = c.Post("/v1/sessions", {{"id", "other"}});
+  EXPECT_EQ(created.status, 201) << created.body;
+}
+
 // A kernel being shut down is left out of the Kernel Gateway's list from
 // the moment its DELETE arrives, though it is still held (and has its last
 // state) until that answer: JupyterLab's KernelManager refreshes its list
@@ -340,6 +366,30 @@ TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead)
   EXPECT_TRUE(Exited(escapee));
   EXPECT_EQ(GrantState(daemon_->state_dir(), grant), "released");
   EXPECT_TRUE(daemon_->Stop());
+}
+
+// A run answered with its teardown unverified still has processes: it
+// counts against --max-runs until its death is verified.
+TEST_F(DaemonQuarantineTest, AnUnreleasedRunIsHeldAgainstMaxRuns) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({.max_runs = 1}));
+  HttpClient c = daemon_->Client();
+  signaller_.broken = true;
+  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
+  ASSERT_FALSE(r["release"]["dead"].get<bool>()) << r;
+  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
+
+  HttpResponse refused = c.Post("/v1/runs", {{"shell", "echo fine"}});
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.Json()["error"]["message"],
+            "at most 1 runs may be in progress at once (1 of them answered, their teardown not "
+            "yet verified; it is retried in the background)");
+
+  signaller_.broken = false;
+  EXPECT_TRUE(Eventually([&] { return Health(c, "runs_unreleased") == 0; }));
+  EXPECT_TRUE(Exited(escapee));
+  HttpResponse ran = c.Post("/v1/runs", {{"shell", "echo fine"}});
+  EXPECT_EQ(ran.status, 200) << ran.body;
+  EXPECT_EQ(ran.Json()["stdout"], "fine\n");
 }
 
 TEST_F(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
