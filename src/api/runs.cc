@@ -420,13 +420,37 @@ void Runs::MaybeDrained() {
   for (const auto& [id, u] : unreleased_) {
     if (u.retrying) return;
   }
+  // Runs still unreleased after the stop's last try: their workspaces go,
+  // as every run's does (the next daemon reaps what is left of the trees).
+  std::vector<uint64_t> ids;
+  std::vector<std::string> scratches;
+  for (auto& [id, u] : unreleased_) {
+    if (u.scratch.empty()) continue;
+    ids.push_back(id);
+    scratches.push_back(std::exchange(u.scratch, {}));
+    u.retrying = true;
+  }
+  if (!scratches.empty()) {
+    return offload_(
+        [scratches = std::move(scratches)] {
+          for (const std::string& scratch : scratches) RemoveScratch(scratch);
+        },
+        [this, ids = std::move(ids), alive = std::weak_ptr<char>(alive_)] {
+          if (!alive.lock()) return;
+          for (uint64_t id : ids) {
+            if (auto it = unreleased_.find(id); it != unreleased_.end())
+              it->second.retrying = false;
+          }
+          MaybeDrained();
+        });
+  }
   auto drained = std::move(drained_);
   drained_ = nullptr;
   drained(all_dead_ && unreleased_.empty());
 }
 
-void Runs::Keep(uint64_t id, std::unique_ptr<run::Execution> execution) {
-  unreleased_.emplace(id, Unreleased{std::move(execution)});
+void Runs::Keep(uint64_t id, std::unique_ptr<run::Execution> execution, std::string scratch) {
+  unreleased_.emplace(id, Unreleased{std::move(execution), std::move(scratch)});
   if (stopping_) return RetryRelease(id);  // the stop's last try
   if (unreleased_.size() == 1) ArmRetries();
 }
@@ -460,11 +484,19 @@ void Runs::RetryRelease(uint64_t id) {
     Log("info", "run_released", {{"grant_id", u.execution->grant_id()}, {"late", true}});
     // This is the Execution's own callback: it is destroyed from the loop.
     released_.push_back(std::move(u.execution));
-    unreleased_.erase(it);
     boost::asio::post(reactor_.io(), [this, alive = std::weak_ptr<char>(alive_)] {
       if (alive.lock()) released_.clear();
     });
-    MaybeDrained();
+    auto forget = [this, id, alive = std::weak_ptr<char>(alive_)] {
+      if (!alive.lock()) return;
+      unreleased_.erase(id);
+      MaybeDrained();
+    };
+    if (u.scratch.empty()) return forget();
+    // Its workspace goes now (on a worker), the entry after it.
+    u.retrying = true;
+    offload_([scratch = std::exchange(u.scratch, {})] { RemoveScratch(scratch); },
+             std::move(forget));
   });
 }
 
@@ -479,7 +511,8 @@ void Runs::OnDone(uint64_t id, const std::string& request_id, run::RunResult r) 
        {"grant_id", r.grant.id},
        {"outcome", run::OutcomeName(r.outcome)},
        {"dead", r.release.dead}});
-  if (run.scratch.empty()) return Answer(id, std::move(r));
+  // A tree not verified dead keeps its workspace until it is (Keep).
+  if (run.scratch.empty() || !r.release.dead) return Answer(id, std::move(r));
   // Gone (with its bound) before the result is sent: a client that has the
   // result finds no mount of the run's left. On a worker, not the loop.
   offload_([scratch = run.scratch] { RemoveScratch(scratch); },
@@ -505,7 +538,7 @@ void Runs::Answer(uint64_t id, run::RunResult r) {
     if (!alive.lock()) return;
     auto it = runs_.find(id);
     if (it != runs_.end() && !dead && it->second->execution) {
-      Keep(id, std::move(it->second->execution));
+      Keep(id, std::move(it->second->execution), std::move(it->second->scratch));
     }
     runs_.erase(id);
     FillPool();

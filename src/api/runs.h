@@ -155,12 +155,14 @@ class Runs final {
   void PoolFailed();
   void MaybeDrained();
   // An answered run whose teardown was not verified: kept, and retried.
+  // Its scratch workspace, which its survivors may use, is kept with it.
   struct Unreleased {
     std::unique_ptr<run::Execution> execution;
-    bool retrying = false;
+    std::string scratch;
+    bool retrying = false;     // or its workspace being removed
     bool retry_again = false;  // Stop's last try, asked for while one was under way
   };
-  void Keep(uint64_t id, std::unique_ptr<run::Execution> execution);
+  void Keep(uint64_t id, std::unique_ptr<run::Execution> execution, std::string scratch);
   void ArmRetries();  // every retry_every while any is kept
   void RetryRelease(uint64_t id);
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <filesystem>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -358,6 +359,13 @@ TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead)
   EXPECT_NE(c.Get("/metrics").body.find("cordon_runs_unreleased 1"), std::string::npos);
   EXPECT_EQ(GrantState(daemon_->state_dir(), grant), "active");
   EXPECT_FALSE(Exited(escapee));
+  // The run's workspace, the escapee's working directory, is kept for it.
+  std::error_code ec;
+  const auto workspace =
+      std::filesystem::read_symlink("/proc/" + std::to_string(escapee) + "/cwd", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(workspace.string().starts_with(daemon_->state_dir() + "/scratch/")) << workspace;
+  EXPECT_TRUE(std::filesystem::is_directory(workspace)) << workspace;
   // Other runs go on meanwhile.
   EXPECT_EQ(c.Post("/v1/runs", {{"shell", "echo fine"}}).Json()["stdout"], "fine\n");
 
@@ -365,6 +373,7 @@ TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead)
   EXPECT_TRUE(Eventually([&] { return Health(c, "runs_unreleased") == 0; }));
   EXPECT_TRUE(Exited(escapee));
   EXPECT_EQ(GrantState(daemon_->state_dir(), grant), "released");
+  EXPECT_FALSE(std::filesystem::exists(workspace)) << workspace;
   EXPECT_TRUE(daemon_->Stop());
 }
 
@@ -407,6 +416,30 @@ TEST_F(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
   EXPECT_TRUE(all_dead);
   EXPECT_TRUE(exited);
   EXPECT_EQ(GrantState(daemon_->state_dir(), r["grant"]["id"]), "released");
+}
+
+// A run still unreleased after the stop's last try: the stop says not all
+// are dead, and removes its workspace as every run's (the next daemon
+// reaps the tree).
+TEST_F(DaemonQuarantineTest, AStopRemovesTheWorkspaceOfARunStillUnreleased) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({.tick = std::chrono::hours(1)}));  // no background retry
+  HttpClient c = daemon_->Client();
+  signaller_.broken = true;
+  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
+  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
+  auto pinned = sys::PidFd::Open(escapee);
+  ASSERT_TRUE(pinned) << pinned.error().message();
+  std::error_code ec;
+  const auto workspace =
+      std::filesystem::read_symlink("/proc/" + std::to_string(escapee) + "/cwd", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(std::filesystem::is_directory(workspace)) << workspace;
+
+  auto [all_dead, exited] = StopWith(*daemon_, escapee, *pinned);
+  EXPECT_FALSE(all_dead);
+  EXPECT_FALSE(exited);
+  EXPECT_FALSE(std::filesystem::exists(workspace)) << workspace;
+  EXPECT_EQ(GrantState(daemon_->state_dir(), r["grant"]["id"]), "active");
 }
 
 }  // namespace
