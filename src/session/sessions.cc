@@ -200,6 +200,9 @@ nlohmann::json Sessions::View(const Session& s) const {
       {"id", s.id},
       {"kind", s.kind},
       {"state", state},
+      // A DELETE or a cull under way: the state is the last one until the
+      // session is closed.
+      {"closing", s.closing},
       {"generation", s.generation},
       {"workspace", WorkspacePath(options_.state_dir, s.id)},
       {"grant_id", s.grant_id.empty() ? nlohmann::json() : nlohmann::json(s.grant_id)},

@@ -317,7 +317,9 @@ TEST_F(DaemonQuarantineTest, AKernelBeingShutDownIsNotListed) {
   EXPECT_TRUE(Eventually([&] { return !Listed(c, id); }));
   EXPECT_EQ(deleted, 0);
   EXPECT_EQ(c.Get("/api/kernels/" + id).status, 200);
-  EXPECT_EQ(State(c, id), "ready");
+  json held = c.Get("/v1/sessions/" + id).Json();
+  EXPECT_EQ(held["state"], "ready") << held;
+  EXPECT_TRUE(held["closing"].get<bool>()) << held;
 
   // Signals work again, too late for this teardown: the DELETE is told the
   // kernel is quarantined, and the next background retry closes it.
@@ -326,6 +328,9 @@ TEST_F(DaemonQuarantineTest, AKernelBeingShutDownIsNotListed) {
   EXPECT_EQ(deleted, 409);
   EXPECT_TRUE(Eventually([&] { return c.Get("/api/kernels/" + id).status == 404; }));
   EXPECT_FALSE(Listed(c, id));
+  json closed = c.Get("/v1/sessions/" + id).Json();
+  EXPECT_EQ(closed["state"], "closed") << closed;
+  EXPECT_FALSE(closed["closing"].get<bool>()) << closed;
   EXPECT_TRUE(daemon_->Stop());
 }
 
