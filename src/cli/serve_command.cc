@@ -440,7 +440,8 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "the kernel is torn down (default 60; raise it on slow or emulated hosts)")
       ->type_name("SEC");
   opt("--max-kernels", a.max_kernels,
-      "Live python sessions at once; POST /api/kernels past it is 403 (default 64)")
+      "Live python sessions at once, quarantined ones counted; POST /api/kernels past it is 403 "
+      "(default 64)")
       ->type_name("N");
   opt("--max-message-size", a.max_message,
       "Largest kernel message on a websocket, either way; a larger one is refused with an "

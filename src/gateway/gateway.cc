@@ -283,11 +283,8 @@ class Gateway final : public api::Extension {
         if (allowed) create.spec.env.emplace_back(name, value.get<std::string>());
       }
     }
-    if (sessions_->live("python") >= options_.max_kernels) {
-      return ex->RespondError(JupyterError(403,
-                                           "at most " + std::to_string(options_.max_kernels) +
-                                               " kernels may run at once (--max-kernels)",
-                                           "Resource Limit"));
+    if (auto over = OverKernelLimit(*sessions_, options_.max_kernels)) {
+      return ex->RespondError(std::move(*over));
     }
     // 201 as soon as the kernel is started (execution_state "starting", as
     // Jupyter servers answer), or at once with a warm one; messages sent on

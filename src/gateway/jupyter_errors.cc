@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "session/sessions.h"
+
 namespace cordon::gateway {
 
 api::ApiError JupyterError(int status, std::string message, std::string reason) {
@@ -9,6 +11,16 @@ api::ApiError JupyterError(int status, std::string message, std::string reason) 
   e.style = api::ApiError::Style::kJupyter;
   if (!reason.empty()) e.detail = {{"reason", reason}};
   return e;
+}
+
+std::optional<api::ApiError> OverKernelLimit(const session::Sessions& sessions,
+                                             size_t max_kernels) {
+  const size_t quarantined = sessions.quarantined("python");
+  if (sessions.live("python") + quarantined < max_kernels) return std::nullopt;
+  std::string message =
+      "at most " + std::to_string(max_kernels) + " kernels may run at once (--max-kernels)";
+  if (quarantined > 0) message += "; " + std::to_string(quarantined) + " of them quarantined";
+  return JupyterError(403, std::move(message), "Resource Limit");
 }
 
 api::ApiError FromSession(const session::Error& error) {

@@ -370,10 +370,8 @@ void SessionsApi::Remove(const std::string& id, const std::shared_ptr<api::Excha
 }
 
 void SessionsApi::StartKernel(std::function<void(std::expected<std::string, ApiError>)> done) {
-  if (sessions_->live("python") >= max_kernels_) {
-    return done(std::unexpected(JupyterError(
-        403, "at most " + std::to_string(max_kernels_) + " kernels may run at once (--max-kernels)",
-        "Resource Limit")));
+  if (auto over = OverKernelLimit(*sessions_, max_kernels_)) {
+    return done(std::unexpected(std::move(*over)));
   }
   // As POST /api/kernels without env: such a request may take a warm
   // kernel from the pool (one that declares env may not).

@@ -277,6 +277,12 @@ size_t Sessions::quarantined() const {
   }));
 }
 
+size_t Sessions::quarantined(const std::string& kind) const {
+  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(), [&](const auto& e) {
+    return e.second->kind == kind && e.second->state == "quarantined";
+  }));
+}
+
 sys::Result<void> Sessions::Recover() {
   // Ended sessions stay on record, read back when asked for (Find).
   CORDON_ASSIGN_OR_RETURN(std::vector<store::SessionRecord> records,

@@ -192,6 +192,7 @@ class Sessions final {
   // The kind of a session ("shell", "python"), or "" when there is none.
   std::string KindOf(const std::string& id);
   size_t live(const std::string& kind) const;
+  size_t quarantined(const std::string& kind) const;
   // Runs `work` with the workspace of live session `id` (an O_PATH
   // descriptor of its directory; the session is marked used) on a worker
   // thread: a file's bytes are hashed, written and read there, never on

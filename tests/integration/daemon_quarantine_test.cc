@@ -47,6 +47,7 @@ struct InProcessOptions {
   bool gateway = false;  // serve the Kernel Gateway's /api, as cordon-serve does
   size_t max_runs = 32;
   size_t max_sessions = 64;
+  size_t max_kernels = 64;
 };
 
 class InProcessDaemon {
@@ -61,6 +62,7 @@ class InProcessDaemon {
     o.max_runs = options.max_runs;
     o.sessions.max_sessions = options.max_sessions;
     o.signaller = &signaller;
+    o.gateway.max_kernels = options.max_kernels;
     if (options.gateway) o.extension = gateway::Maker(o.gateway);
     auto d = api::Daemon::Start(io_, o);
     if (!d) {
@@ -260,6 +262,39 @@ TEST_F(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
   EXPECT_TRUE(exited);
 }
 
+// A kernel started through the Kernel Gateway's /api, once it is ready;
+// its id.
+std::string ReadyKernel(HttpClient& c) {
+  HttpResponse created = c.Post("/api/kernels", {{"name", "python3"}});
+  EXPECT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json().value("id", "");
+  EXPECT_TRUE(Eventually([&] { return State(c, id) == "ready"; })) << State(c, id);
+  return id;
+}
+
+// A quarantined kernel counts against --max-kernels as it does against
+// --max-sessions: its processes are still there.
+TEST_F(DaemonQuarantineTest, AQuarantinedKernelIsHeldAgainstMaxKernels) {
+  if (!HaveIpykernel()) GTEST_SKIP() << "python3-ipykernel is not installed";
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({.gateway = true, .max_kernels = 1}));
+  HttpClient c = daemon_->Client();
+  const std::string id = ReadyKernel(c);
+  ASSERT_FALSE(HasFailure());
+  signaller_.broken = true;
+  ASSERT_EQ(c.Request("DELETE", "/api/kernels/" + id).status, 409);
+  ASSERT_EQ(State(c, id), "quarantined");
+
+  HttpResponse refused = c.Post("/api/kernels", {{"name", "python3"}});
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_EQ(refused.Json()["reason"], "Resource Limit");
+  EXPECT_EQ(refused.Json()["message"],
+            "at most 1 kernels may run at once (--max-kernels); 1 of them quarantined");
+
+  signaller_.broken = false;
+  EXPECT_TRUE(Eventually([&] { return State(c, id) == "closed"; })) << State(c, id);
+  ReadyKernel(c);
+}
+
 // Whether GET /api/kernels lists the kernel `id`.
 bool Listed(HttpClient& c, const std::string& id) {
   for (const auto& k : c.Get("/api/kernels").Json()) {
@@ -300,10 +335,8 @@ TEST_F(DaemonQuarantineTest, AKernelBeingShutDownIsNotListed) {
   ASSERT_NO_FATAL_FAILURE(
       StartDaemon({.verify_timeout = std::chrono::seconds(10), .gateway = true}));
   HttpClient c = daemon_->Client();
-  HttpResponse created = c.Post("/api/kernels", {{"name", "python3"}});
-  ASSERT_EQ(created.status, 201) << created.body;
-  const std::string id = created.Json()["id"];
-  ASSERT_TRUE(Eventually([&] { return State(c, id) == "ready"; })) << State(c, id);
+  const std::string id = ReadyKernel(c);
+  ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(Listed(c, id));
 
   signaller_.broken = true;
