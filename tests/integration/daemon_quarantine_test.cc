@@ -113,10 +113,10 @@ pid_t EscapeFrom(HttpClient& c, const std::string& session) {
                        .get<std::string>());
 }
 
-// Polls `done` for up to 20 s; its last answer.
+// Polls `done` for up to `within`; its last answer.
 template <typename F>
-bool Eventually(F done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+bool Eventually(F done, std::chrono::seconds within = std::chrono::seconds(20)) {
+  auto deadline = std::chrono::steady_clock::now() + within;
   while (!done() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -268,7 +268,10 @@ std::string ReadyKernel(HttpClient& c) {
   HttpResponse created = c.Post("/api/kernels", {{"name", "python3"}});
   EXPECT_EQ(created.status, 201) << created.body;
   const std::string id = created.Json().value("id", "");
-  EXPECT_TRUE(Eventually([&] { return State(c, id) == "ready"; })) << State(c, id);
+  // A kernel's start under a sanitizer build and a loaded machine: well
+  // within a minute.
+  EXPECT_TRUE(Eventually([&] { return State(c, id) == "ready"; }, std::chrono::seconds(60)))
+      << State(c, id);
   return id;
 }
 
