@@ -151,6 +151,24 @@ class DaemonQuarantineTest : public ::testing::Test {
     EXPECT_EQ(c.Post("/v1/sessions", {{"id", "q"}, {"isolation", "none"}}).status, 201);
     return EscapeFrom(c, "q");
   }
+  // A run without isolation whose sleep escapes it while signals do
+  // nothing (they stay so): its answer, and the sleep's pid, pinned.
+  struct EscapedRun {
+    json result;
+    pid_t escapee = 0;
+    sys::PidFd pinned;
+  };
+  EscapedRun UnreleasedRun(HttpClient& c) {
+    signaller_.broken = true;
+    EscapedRun run{c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json()};
+    EXPECT_EQ(run.result["outcome"], "exited") << run.result;
+    EXPECT_FALSE(run.result["release"]["dead"].get<bool>()) << run.result;
+    run.escapee = std::stoi(run.result["stdout"].get<std::string>());
+    auto pinned = sys::PidFd::Open(run.escapee);
+    EXPECT_TRUE(pinned) << pinned.error().message();
+    if (pinned) run.pinned = std::move(*pinned);
+    return run;
+  }
 
   SwitchableSignaller signaller_;
   std::optional<InProcessDaemon> daemon_;
@@ -379,6 +397,13 @@ std::string GrantState(const std::string& state_dir, const std::string& id) {
   return (*grant)->state;
 }
 
+// Where a process works ("" if it cannot be read).
+std::filesystem::path WorkingDirectory(pid_t pid) {
+  std::error_code ec;
+  auto cwd = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec);
+  return ec ? std::filesystem::path() : cwd;
+}
+
 int Health(HttpClient& c, const std::string& field) {
   return c.Get("/v1/health").Json()[field].get<int>();
 }
@@ -389,11 +414,8 @@ int Health(HttpClient& c, const std::string& field) {
 TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   HttpClient c = daemon_->Client();
-  signaller_.broken = true;
-  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
-  ASSERT_EQ(r["outcome"], "exited") << r;
-  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
-  EXPECT_FALSE(r["release"]["dead"].get<bool>()) << r;
+  auto [r, escapee, pinned] = UnreleasedRun(c);
+  ASSERT_FALSE(HasFailure());
   const std::string grant = r["grant"]["id"];
   EXPECT_EQ(Health(c, "runs_unreleased"), 1);
   EXPECT_EQ(Health(c, "runs_active"), 0);
@@ -401,10 +423,7 @@ TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead)
   EXPECT_EQ(GrantState(daemon_->state_dir(), grant), "active");
   EXPECT_FALSE(Exited(escapee));
   // The run's workspace, the escapee's working directory, is kept for it.
-  std::error_code ec;
-  const auto workspace =
-      std::filesystem::read_symlink("/proc/" + std::to_string(escapee) + "/cwd", ec);
-  ASSERT_FALSE(ec) << ec.message();
+  const std::filesystem::path workspace = WorkingDirectory(escapee);
   EXPECT_TRUE(workspace.string().starts_with(daemon_->state_dir() + "/scratch/")) << workspace;
   EXPECT_TRUE(std::filesystem::is_directory(workspace)) << workspace;
   // Other runs go on meanwhile.
@@ -423,10 +442,8 @@ TEST_F(DaemonQuarantineTest, ARunsUnverifiedTeardownIsRetriedUntilItsTreeIsDead)
 TEST_F(DaemonQuarantineTest, AnUnreleasedRunIsHeldAgainstMaxRuns) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon({.max_runs = 1}));
   HttpClient c = daemon_->Client();
-  signaller_.broken = true;
-  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
-  ASSERT_FALSE(r["release"]["dead"].get<bool>()) << r;
-  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
+  auto [r, escapee, pinned] = UnreleasedRun(c);
+  ASSERT_FALSE(HasFailure());
 
   HttpResponse refused = c.Post("/v1/runs", {{"shell", "echo fine"}});
   EXPECT_EQ(refused.status, 429) << refused.body;
@@ -445,15 +462,12 @@ TEST_F(DaemonQuarantineTest, AnUnreleasedRunIsHeldAgainstMaxRuns) {
 TEST_F(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon({.tick = std::chrono::hours(1)}));  // no background retry
   HttpClient c = daemon_->Client();
-  signaller_.broken = true;
-  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
-  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
-  auto pinned = sys::PidFd::Open(escapee);
-  ASSERT_TRUE(pinned) << pinned.error().message();
+  auto [r, escapee, pinned] = UnreleasedRun(c);
+  ASSERT_FALSE(HasFailure());
   ASSERT_EQ(Health(c, "runs_unreleased"), 1);
 
   signaller_.broken = false;
-  auto [all_dead, exited] = StopWith(*daemon_, escapee, *pinned);
+  auto [all_dead, exited] = StopWith(*daemon_, escapee, pinned);
   EXPECT_TRUE(all_dead);
   EXPECT_TRUE(exited);
   EXPECT_EQ(GrantState(daemon_->state_dir(), r["grant"]["id"]), "released");
@@ -465,18 +479,12 @@ TEST_F(DaemonQuarantineTest, AStopTriesARunsUnverifiedTeardownOnceMore) {
 TEST_F(DaemonQuarantineTest, AStopRemovesTheWorkspaceOfARunStillUnreleased) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon({.tick = std::chrono::hours(1)}));  // no background retry
   HttpClient c = daemon_->Client();
-  signaller_.broken = true;
-  json r = c.Post("/v1/runs", {{"shell", kEscape}, {"isolation", "none"}}).Json();
-  pid_t escapee = std::stoi(r["stdout"].get<std::string>());
-  auto pinned = sys::PidFd::Open(escapee);
-  ASSERT_TRUE(pinned) << pinned.error().message();
-  std::error_code ec;
-  const auto workspace =
-      std::filesystem::read_symlink("/proc/" + std::to_string(escapee) + "/cwd", ec);
-  ASSERT_FALSE(ec) << ec.message();
+  auto [r, escapee, pinned] = UnreleasedRun(c);
+  ASSERT_FALSE(HasFailure());
+  const std::filesystem::path workspace = WorkingDirectory(escapee);
   ASSERT_TRUE(std::filesystem::is_directory(workspace)) << workspace;
 
-  auto [all_dead, exited] = StopWith(*daemon_, escapee, *pinned);
+  auto [all_dead, exited] = StopWith(*daemon_, escapee, pinned);
   EXPECT_FALSE(all_dead);
   EXPECT_FALSE(exited);
   EXPECT_FALSE(std::filesystem::exists(workspace)) << workspace;
