@@ -280,6 +280,14 @@ TEST_F(DaemonQuarantineTest, AStopTriesAQuarantinedTeardownOnceMore) {
   EXPECT_TRUE(exited);
 }
 
+// Whether GET /api/kernels lists the kernel `id`.
+bool Listed(HttpClient& c, const std::string& id) {
+  for (const auto& k : c.Get("/api/kernels").Json()) {
+    if (k.value("id", "") == id) return true;
+  }
+  return false;
+}
+
 // A kernel started through the Kernel Gateway's /api, once it is ready;
 // its id.
 std::string ReadyKernel(HttpClient& c) {
@@ -304,6 +312,7 @@ TEST_F(DaemonQuarantineTest, AQuarantinedKernelIsHeldAgainstMaxKernels) {
   signaller_.broken = true;
   ASSERT_EQ(c.Request("DELETE", "/api/kernels/" + id).status, 409);
   ASSERT_EQ(State(c, id), "quarantined");
+  EXPECT_TRUE(Listed(c, id));  // its processes are still there
 
   HttpResponse refused = c.Post("/api/kernels", {{"name", "python3"}});
   EXPECT_EQ(refused.status, 403) << refused.body;
@@ -314,14 +323,6 @@ TEST_F(DaemonQuarantineTest, AQuarantinedKernelIsHeldAgainstMaxKernels) {
   signaller_.broken = false;
   EXPECT_TRUE(Eventually([&] { return State(c, id) == "closed"; })) << State(c, id);
   ReadyKernel(c);
-}
-
-// Whether GET /api/kernels lists the kernel `id`.
-bool Listed(HttpClient& c, const std::string& id) {
-  for (const auto& k : c.Get("/api/kernels").Json()) {
-    if (k.value("id", "") == id) return true;
-  }
-  return false;
 }
 
 // A quarantined session still has processes: it counts against
