@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <utility>
 
 #include "api/url.h"
 #include "gateway/channels.h"
@@ -290,29 +291,24 @@ class Gateway final : public api::Extension {
     // Jupyter servers answer), or at once with a warm one; messages sent on
     // its channels meanwhile are relayed once it is ready. A kernel that
     // fails to start reads `dead`.
-    const std::string id = *create.id;
     auto responded = std::make_shared<bool>(false);
-    auto respond = [this, ex](const json& session) {
+    auto respond = [this, ex, responded](const json& session) {
+      if (std::exchange(*responded, true)) return;
       json model = Model(session).value_or(json::object());
       relay_.Touch(model.value("id", ""));
       ex->RespondJson(201, model,
                       {{"Location", "/api/kernels/" + model.value("id", std::string())}});
     };
+    create.on_starting = respond;
     sessions_->CreateSession(
         std::move(create),
-        [this, ex, responded, respond](session::Outcome<session::Sessions::Created> r) {
-          if (*responded) return;
-          *responded = true;
-          if (!r) return ex->RespondError(FromSession(r.error()));
+        [ex, responded, respond](session::Outcome<session::Sessions::Created> r) {
+          if (!r) {
+            if (!std::exchange(*responded, true)) ex->RespondError(FromSession(r.error()));
+            return;
+          }
           respond(r->session);
         });
-    if (!*responded) {
-      auto view = sessions_->Get(id);
-      if (view && view->value("state", "") == "starting") {
-        *responded = true;
-        respond(*view);
-      }
-    }
   }
 
   api::GatewayOptions options_;

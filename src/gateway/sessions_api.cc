@@ -378,24 +378,19 @@ void SessionsApi::StartKernel(std::function<void(std::expected<std::string, ApiE
   session::CreateRequest create;
   create.kind = "python";
   create.id = jupyter::NewUuid();
-  const std::string id = *create.id;
-  // Answered once: when the kernel is `starting` (below), or by the
-  // callback if that comes first (a warm kernel, or a failure at once).
+  // Answered once: when the kernel is `starting`, or when the create is
+  // (a warm kernel, or a failure).
   auto answered = std::make_shared<bool>(false);
   auto shared = std::make_shared<decltype(done)>(std::move(done));
+  create.on_starting = [answered, shared](const json& session) {
+    if (!std::exchange(*answered, true)) (*shared)(session.value("id", std::string()));
+  };
   sessions_->CreateSession(std::move(create),
                            [answered, shared](session::Outcome<session::Sessions::Created> r) {
-                             if (*answered) return;
-                             *answered = true;
+                             if (std::exchange(*answered, true)) return;
                              if (!r) return (*shared)(std::unexpected(FromSession(r.error())));
                              (*shared)(r->session.value("id", std::string()));
                            });
-  if (*answered) return;
-  auto view = sessions_->Get(id);
-  if (view && view->value("state", "") == "starting") {
-    *answered = true;
-    (*shared)(id);
-  }
 }
 
 void SessionsApi::StopKernel(const std::string& kernel_id,

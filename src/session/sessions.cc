@@ -568,7 +568,8 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
         return p;
       },
       [this, id, workspace, reuse, generation, kind = request.kind, ttl_s = request.ttl_s,
-       spec = std::move(spec), done = std::move(done)](Prepared p) mutable {
+       spec = std::move(spec), done = std::move(done),
+       on_starting = std::move(request.on_starting)](Prepared p) mutable {
         auto waiting = std::move(preparing_[id]);
         preparing_.erase(id);
         auto answer = [&](Outcome<Created> outcome) {
@@ -622,6 +623,8 @@ void Sessions::CreateSession(CreateRequest request, std::function<void(Outcome<C
           session.closing = true;
           session.keep_workspace = true;
           session.runtime->Kill();
+        } else if (on_starting) {
+          on_starting(View(session));
         }
       });
 }

@@ -87,6 +87,11 @@ struct CreateRequest {
   std::optional<int64_t> ttl_s;  // idle TTL; default SessionOptions::idle_ttl
   bool fresh_workspace = false;  // do not reuse a lost session's workspace
   std::string isolation = "none";
+  // A cold create: called with the session's view once its runtime is
+  // launched and recorded, `starting`, before the create's answer (which
+  // waits for it to be ready). Not called for a warm one, or when the
+  // create fails before that.
+  std::function<void(const nlohmann::json& session)> on_starting;
 };
 
 struct ExecCall {
