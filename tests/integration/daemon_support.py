@@ -655,11 +655,19 @@ def fill_filesystem(path):
     return written
 
 
-def unmount_beneath(path):
+def unmount_beneath(path, within=20.0):
     """Unmounts what is mounted at or beneath `path` (what a daemon under test
-    left, such as a session's workspace image); returns what is still there."""
+    left, such as a session's workspace image); returns what is still there.
+    A mount still busy is tried again for up to `within` seconds: a loop
+    device detaches on its own after its last unmount (autoclear), and
+    keeps the filesystem of its backing file busy until the kernel has
+    done so."""
     for target in mounts_beneath(path):
-        subprocess.run(["umount", target], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + within
+        while (subprocess.run(["umount", target], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode != 0
+               and target in mounts_beneath(path) and time.monotonic() < deadline):
+            time.sleep(0.05)
     return mounts_beneath(path)
 
 
