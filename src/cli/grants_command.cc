@@ -45,6 +45,29 @@ int Prune(store::Store& store, int64_t keep_ms, const GrantsArgs& a) {
   return 0;
 }
 
+// Text a run's caller chose, as one line of the table: a control character
+// (a newline that would forge a row, an escape sequence the terminal would
+// obey) is written as an escape, and so is the backslash.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string CommandText(const nlohmann::json& spec) {
   if (spec.contains("shell") && spec["shell"].is_string()) return spec["shell"].get<std::string>();
   std::string out;
@@ -85,9 +108,10 @@ int Execute(const GrantsArgs& a) {
               "COMMAND");
   for (const auto& g : *grants) {
     std::string pid = g.identity ? std::to_string(g.identity->pid) : "-";
-    std::printf("%-36s %-8s %-12s %-8s %-12s %s\n", g.id.c_str(), g.state.c_str(), g.owner.c_str(),
-                pid.c_str(), g.outcome.empty() ? "-" : g.outcome.c_str(),
-                CommandText(g.spec).c_str());
+    std::printf("%-36s %-8s %-12s %-8s %-12s %s\n", g.id.c_str(), g.state.c_str(),
+                Printable(g.owner).c_str(), pid.c_str(),
+                g.outcome.empty() ? "-" : g.outcome.c_str(),
+                Printable(CommandText(g.spec)).c_str());
   }
   return 0;
 }

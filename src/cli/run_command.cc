@@ -146,6 +146,14 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
     if (!size) return "--tmp-size: " + size.error();
     iso.tmp_size_bytes = *size;
   }
+  // Asked for, but nothing would give it: said, not silently dropped.
+  if (!iso.enabled() && a.Given("--network") && iso.network == contain::Network::kNone) {
+    return "--network: none needs isolation (standard or strict); with --isolation none the "
+           "command shares the host's network";
+  }
+  if (!iso.enabled() && a.Given("--tmp-size")) {
+    return "--tmp-size: the private /tmp needs isolation (standard or strict), not none";
+  }
   if (a.Given("--shell")) {
     if (!a.command.empty()) return "give either --shell 'CMD' or -- PROG ARGS..., not both";
     spec.shell = a.shell;
@@ -170,19 +178,6 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
     size_t eq = entry.find('=');
     if (eq == std::string::npos) return "--env: '" + entry + "' is not NAME=VALUE";
     spec.env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  if (a.Given("--stdin")) {
-    int fd = STDIN_FILENO;
-    sys::UniqueFd file;
-    if (a.stdin_source != "-") {
-      auto opened = sys::Open(a.stdin_source, O_RDONLY);
-      if (!opened) return "--stdin: " + opened.error().message();
-      file = std::move(*opened);
-      fd = file.get();
-    }
-    auto bytes = sys::ReadAll(fd, size_t{1} << 30);
-    if (!bytes) return "--stdin: " + bytes.error().message();
-    spec.stdin_bytes = std::move(*bytes);
   }
 
   contain::Limits& l = spec.limits;
@@ -233,6 +228,9 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
   spec.permissive = a.permissive;
   spec.owner = a.Given("--owner") ? a.owner : DefaultOwner();
   if (a.Given("--owner") && a.owner.empty()) return "--owner: the name is empty";
+  if (a.Given("--pin") && !a.Given("--closure")) {
+    return "--pin: pins a closure; give --closure DIR too";
+  }
   if (a.Given("--cgroup-root")) {
     if (auto problem = contain::CgroupRootProblem(a.cgroup_root)) {
       return "--cgroup-root: '" + a.cgroup_root + "' " + *problem;
@@ -243,6 +241,33 @@ std::optional<std::string> BuildSpec(const RunArgs& a, contain::Spec& spec) {
     return (option == kOptionForField.end() ? invalid->field : option->second) + ": " +
            invalid->reason;
   }
+  return std::nullopt;
+}
+
+// --stdin, once every other option is known good: the command reads the
+// file (or cordon's own stdin) itself, as it comes, through `held`. A
+// terminal is read here to its end instead (at most 1 GiB), so the
+// command never holds the terminal cordon was started from.
+std::optional<std::string> OpenStdin(const RunArgs& a, contain::Spec& spec, sys::UniqueFd& held) {
+  if (!a.Given("--stdin")) return std::nullopt;
+  int fd = STDIN_FILENO;
+  if (a.stdin_source != "-") {
+    auto opened = sys::Open(a.stdin_source, O_RDONLY);
+    if (!opened) return "--stdin: " + opened.error().message();
+    fd = opened->get();
+    held = std::move(*opened);
+  } else {
+    int dup = ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (dup < 0) return "--stdin: " + sys::Error::FromErrno("fcntl(0, F_DUPFD_CLOEXEC)").message();
+    held.reset(dup);
+  }
+  if (!::isatty(fd)) return std::nullopt;
+  constexpr size_t kMaxTerminalInput = size_t{1} << 30;
+  auto bytes = sys::ReadAll(fd, kMaxTerminalInput + 1);
+  held.reset();
+  if (!bytes) return "--stdin: " + bytes.error().message();
+  if (bytes->size() > kMaxTerminalInput) return "--stdin: more than 1 GiB from a terminal";
+  spec.stdin_bytes = std::move(*bytes);
   return std::nullopt;
 }
 
@@ -262,8 +287,6 @@ std::expected<closure::ClosureProgram, std::string> VerifyProgram(
   }
   return *program;
 }
-
-void Write(int fd, std::string_view bytes) { (void)sys::WriteAll(fd, bytes); }
 
 // After a pass-through run: what the exit status alone does not say.
 // `cancel_signal`: the signal that cancelled the run (Ctrl-C), if any.
@@ -304,7 +327,10 @@ void Explain(const run::RunResult& r, const contain::Spec& spec, int cancel_sign
 
 int Execute(const RunArgs& a) {
   contain::Spec spec;
-  if (auto bad = BuildSpec(a, spec)) {
+  sys::UniqueFd stdin_file;
+  std::optional<std::string> bad = BuildSpec(a, spec);
+  if (!bad) bad = OpenStdin(a, spec, stdin_file);
+  if (bad) {
     if (a.json) {
       PrintJson({{"error", {{"code", "invalid"}, {"message", *bad}}}});
     } else {
@@ -354,11 +380,8 @@ int Execute(const RunArgs& a) {
       spec.isolation.binds.push_back(contain::Bind{where, where, false});
     }
   }
-  if (!a.json) {
-    options.execution.on_output = [](run::StreamId id, std::string_view bytes) {
-      Write(id == run::StreamId::kStdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
-    };
-  }
+  options.pass_through = !a.json;
+  if (stdin_file) options.execution.stdin_fd = stdin_file.get();
   auto ran = run::RunSync(spec, *probe, *store, options);
   // A launch that failed may have failed on a cached claim gone stale (the
   // namespaces refused since): the next run observes them again.
@@ -438,8 +461,8 @@ Command AddRunCommand(CLI::App& app) {
           ->type_name("NAME=VALUE")
           ->allow_extra_args(false);
   opt("--stdin", a.stdin_source,
-      "Feed FILE (or - for cordon's own stdin) to the command; "
-      "default: /dev/null")
+      "The command's stdin: FILE, or - for cordon's own (a terminal is read to its end first, "
+      "at most 1 GiB); default: /dev/null")
       ->type_name("FILE|-");
   opt("--timeout", a.timeout,
       "Wall-clock deadline, in seconds (0.5, 2, 250ms, 1m); "
@@ -519,11 +542,13 @@ Command AddRunCommand(CLI::App& app) {
       cmd->add_flag("--json", a.json, "Print one JSON result object instead of the output");
   a.options["--quiet"] =
       cmd->add_flag("--quiet,-q", a.quiet, "Do not print degraded capabilities on stderr");
-  // The command comes after "--", so no option of its own is mistaken for
-  // one of cordon's, and a mistyped option of cordon's is an error, not
-  // the start of the command.
+  // The command comes after "--", so a mistyped option of cordon's is an
+  // error, not the start of the command. Everything from the program on is the command's, even
+  // without "--"
+  // (`cordon run /bin/echo --json` echoes --json).
   cmd->add_option("command", a.command, "The program and its arguments, after --")
       ->type_name("PROG ARGS...");
+  cmd->positionals_at_end();
   return Command{cmd, [args] {
                    RunArgs& a = *args;
                    return Execute(a);

@@ -36,7 +36,15 @@ Resolution Resolve(const Spec& spec, const Probe& probe,
                    const std::map<Capability, std::string>& broken, const CapabilityStatus* disk) {
   Resolution r;
   std::set<Capability> explicit_caps = Explicit(spec);
-  for (Capability c : Wanted(spec)) {
+  std::set<Capability> wanted = Wanted(spec);
+  // Required, but nothing sets it up: enforced would be a claim about
+  // nothing (--require network with --network host).
+  for (Capability c : spec.required) {
+    if (wanted.contains(c)) continue;
+    r.missing.push_back({c, NotWantedReason(spec, c)});
+    r.missing_is_explicit.push_back(false);
+  }
+  for (Capability c : wanted) {
     CapabilityStatus s = c == Capability::kDisk ? DiskFor(spec, probe, disk)
                                                 : probe.StatusFor(c, spec.isolation.enabled());
     if (auto b = broken.find(c); b != broken.end()) {

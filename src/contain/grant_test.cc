@@ -182,6 +182,34 @@ TEST_F(GrantTest, IsolationIsDegradedWhereTheHostCannotIsolateAndRefusedWhenRequ
   EXPECT_EQ(refused.error().missing[0].capability, Capability::kFilesystem);
 }
 
+// --require network with --network host: nothing sets the capability up,
+// so it is refused, not reported enforced; so is a limit never given.
+TEST_F(GrantTest, ARequiredCapabilityNothingSetsUpIsRefused) {
+  Probe p = NoCgroupProbe();
+  p.isolation.namespaces.available = true;
+  p.isolation.landlock_abi = 6;
+  p.isolation.seccomp = true;
+  p.capabilities = ResolveCapabilities(p.cgroups, false, p.isolation, /*root=*/false);
+  spec_.isolation.level = Isolation::kStandard;
+  spec_.isolation.network = Network::kHost;
+  spec_.required = {Capability::kNetwork, Capability::kOpenFiles};
+  auto refused = Acquire(spec_, p, *store_);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, AdmitError::Kind::kRefused);
+  ASSERT_EQ(refused.error().missing.size(), 2u);
+  EXPECT_NE(refused.error().message.find("network: network host shares the host's network"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("open_files: no limit asks for it"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(Recorded(), 0u) << "a refused spec was recorded";
+  spec_.limits.open_files = 64;
+  spec_.required = {Capability::kOpenFiles};
+  auto granted = Acquire(spec_, p, *store_);
+  ASSERT_TRUE(granted) << granted.error().message;
+  EXPECT_TRUE(granted->Enforces(Capability::kOpenFiles));
+}
+
 TEST_F(GrantTest, WithoutACgroupThePidNamespaceHoldsTheTree) {
   Probe p = NoCgroupProbe();
   p.isolation.namespaces.available = true;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -268,6 +269,18 @@ std::vector<std::string> Spec::Command() const {
   return argv;
 }
 
+namespace {
+
+// `path` names / itself, or through links (a link to / given as the
+// workspace would show the whole host too).
+bool IsHostRoot(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+  return path.lexically_normal() == "/" || (!ec && resolved == "/");
+}
+
+}  // namespace
+
 std::optional<SpecError> Validate(const Spec& spec) {
   if (auto e = ValidateCommand(spec)) return e;
   if (auto e = ValidateEnv(spec)) return e;
@@ -276,8 +289,7 @@ std::optional<SpecError> Validate(const Spec& spec) {
   if (auto e = ValidateIsolation(spec.isolation)) return e;
   // The workspace is shown read-write: the host's root there would undo
   // the whole filesystem view.
-  if (spec.isolation.enabled() && spec.workspace &&
-      std::filesystem::path(*spec.workspace).lexically_normal() == "/") {
+  if (spec.isolation.enabled() && spec.workspace && IsHostRoot(*spec.workspace)) {
     return SpecError{"workspace", "/ would show the whole host inside the sandbox, writable"};
   }
   if (spec.owner.size() > kMaxOwner) {
@@ -319,8 +331,47 @@ std::set<Capability> Wanted(const Spec& spec) {
       caps.insert(c);
     }
   }
-  caps.insert(spec.required.begin(), spec.required.end());
   return caps;
+}
+
+std::string NotWantedReason(const Spec& spec, Capability c) {
+  if (std::ranges::find(kIsolationCapabilities, c) != kIsolationCapabilities.end()) {
+    if (!spec.isolation.enabled()) return "isolation none does not provide it";
+    return "network host shares the host's network";
+  }
+  const char* limit = "";
+  switch (c) {
+    case Capability::kWallClock:
+      limit = "limits.timeout_ms (cordon run --timeout)";
+      break;
+    case Capability::kProcessCount:
+      limit = "limits.pids (--pids)";
+      break;
+    case Capability::kMemory:
+      limit = "limits.memory_bytes (--memory)";
+      break;
+    case Capability::kAddressSpace:
+      limit = "limits.address_space_bytes (--address-space)";
+      break;
+    case Capability::kCpuTime:
+      limit = "limits.cpu_seconds (--cpu-seconds)";
+      break;
+    case Capability::kFileSize:
+      limit = "limits.file_size_bytes (--file-size)";
+      break;
+    case Capability::kOpenFiles:
+      limit = "limits.open_files (--open-files)";
+      break;
+    case Capability::kCpu:
+      limit = "limits.cpu (--cpus)";
+      break;
+    case Capability::kDisk:
+      limit = "limits.disk_bytes or limits.disk_inodes";
+      break;
+    default:
+      return "nothing asks for it";
+  }
+  return std::string("no limit asks for it: set ") + limit;
 }
 
 }  // namespace cordon::contain

@@ -144,8 +144,13 @@ std::optional<SpecError> ValidateLimits(const Limits& limits);
 // stat(2) of the workspace and of bind sources.
 std::optional<SpecError> Validate(const Spec& spec);
 
-// The capabilities a spec asks for, whether or not it requires them.
+// The capabilities a spec sets up: its limits and isolation, whether or
+// not it requires them.
 std::set<Capability> Wanted(const Spec& spec);
+
+// Why a capability that `required` names is not in Wanted(spec): no limit
+// asks for it, or no isolation provides it. Requiring it refuses the run.
+std::string NotWantedReason(const Spec& spec, Capability c);
 
 // The capabilities that an explicit limit asks for: unless the spec is
 // permissive, they are refused rather than silently dropped.

@@ -133,13 +133,17 @@ TEST(SpecTest, WantedAndExplicitCapabilities) {
   s.limits.timeout_ms = 1000;
   s.required = {Capability::kCpuTime};
   EXPECT_EQ(Explicit(s), (std::set<Capability>{Capability::kMemory, Capability::kWallClock}));
-  EXPECT_TRUE(Wanted(s).contains(Capability::kCpuTime));
+  // Required is not wanted: no limit sets it up (admission refuses it).
+  EXPECT_FALSE(Wanted(s).contains(Capability::kCpuTime));
+  EXPECT_EQ(NotWantedReason(s, Capability::kCpuTime),
+            "no limit asks for it: set limits.cpu_seconds (--cpu-seconds)");
   EXPECT_TRUE(Wanted(s).contains(Capability::kMemory));
 
   s.isolation.level = Isolation::kStandard;  // the default
   for (Capability c : kIsolationCapabilities) EXPECT_TRUE(Wanted(s).contains(c));
   s.isolation.network = Network::kHost;  // given up on purpose: not wanted
   EXPECT_FALSE(Wanted(s).contains(Capability::kNetwork));
+  EXPECT_EQ(NotWantedReason(s, Capability::kNetwork), "network host shares the host's network");
 }
 
 TEST(SpecTest, IsolationSettingsAreChecked) {

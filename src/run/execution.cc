@@ -165,6 +165,14 @@ sys::Result<void> Execution::Begin(const contain::Spec& spec) {
     result_.warnings.push_back(
         "--network host: the command shares the host's network (no network namespace)");
   }
+  if (!spec.isolation.enabled()) {
+    result_.warnings.push_back(
+        std::string("--isolation none: no namespaces, seccomp or Landlock: the command sees and "
+                    "may touch whatever its user may") +
+        (::geteuid() == 0 ? "; as root it may also move itself out of its cgroup, where the "
+                            "teardown does not reach"
+                          : ""));
+  }
   // The loop does not wait for the child's execve; the report is read in
   // Finish, when the main process has exited and the report is final.
   request.wait_for_exec = false;
@@ -315,6 +323,7 @@ sys::Result<void> Execution::Unpark(const contain::Spec& spec, ExecutionOptions 
 bool Execution::ReadSome(Pipe& p, int max_reads) {
   char buf[64 * 1024];
   for (int i = 0; i < max_reads; ++i) {
+    if (!p.fd) return false;  // closed by on_output (CloseOutput)
     ssize_t n = ::read(p.fd.get(), buf, sizeof buf);
     if (n > 0 && !options_.keep_output) {
       if (options_.on_output)
@@ -335,7 +344,7 @@ bool Execution::ReadSome(Pipe& p, int max_reads) {
 void Execution::OnReadable(Pipe& p) {
   // A bounded number of reads per wake-up keeps one chatty stream from
   // starving the other and the pidfd.
-  if (ReadSome(p, 16)) return;
+  if (ReadSome(p, 16) || !p.fd) return;
   reactor_.Unwatch(p.fd.get());
   p.fd.reset();
   std::string_view rest = p.capture.Finish();
@@ -374,6 +383,14 @@ void Execution::OnDeadline() {
 
 void Execution::Cancel() {
   if (!finished_) StartTeardown(parked_ ? Stop::kDiscarded : Stop::kCancelled);
+}
+
+void Execution::CloseOutput(StreamId id) {
+  Pipe& p = id == StreamId::kStdout ? out_ : err_;
+  if (!p.fd) return;
+  reactor_.Unwatch(p.fd.get());
+  p.fd.reset();
+  (void)p.capture.Finish();
 }
 
 sys::Result<void> Execution::Interrupt(int sig) {
@@ -452,6 +469,7 @@ void Execution::OnReleased(const contain::Release& release) {
   for (Pipe* p : {&out_, &err_}) {
     if (!p->fd) continue;
     ReadSome(*p, 64);
+    if (!p->fd) continue;
     reactor_.Unwatch(p->fd.get());
     p->fd.reset();
     std::string_view rest = p->capture.Finish();

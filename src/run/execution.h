@@ -125,6 +125,12 @@ class Execution final {
   // unless the run had already ended or timed out.
   void Cancel();
 
+  // Stops reading the command's `id` stream and closes its end: whoever
+  // read it went away, so the command's next write there fails (SIGPIPE,
+  // EPIPE) as it would with nothing between them. What was read stays
+  // captured.
+  void CloseOutput(StreamId id);
+
   // Sends `sig` to the main process's process group while the main process
   // runs (a session's interrupt: SIGINT to the command and its shell).
   sys::Result<void> Interrupt(int sig);

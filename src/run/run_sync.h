@@ -24,6 +24,14 @@ struct SyncOptions {
   // SIGINT, SIGTERM and SIGHUP cancel the run (the CLI's Ctrl-C): they are
   // blocked while it runs and read from a signalfd.
   bool cancel_on_signals = false;
+  // The command's output goes on to cordon's own stdout and stderr as it
+  // is captured (instead of execution.on_output), without ever blocking the
+  // loop: a reader that stops reading holds up neither the deadline nor a
+  // signal. What cannot be written at once waits (captured bytes only: at
+  // most the output limit per stream) and the rest is written once the run
+  // is over. A reader that goes away closes the command's stream, so its
+  // next write there fails as it would with nothing between them.
+  bool pass_through = false;
 };
 
 struct SyncResult {

@@ -13,15 +13,23 @@ Result<EpollReactor> EpollReactor::Create() {
 }
 
 Result<void> EpollReactor::Watch(int fd, Handler on_readable) {
+  return Add(fd, EPOLLIN, std::move(on_readable));
+}
+
+Result<void> EpollReactor::WatchWritable(int fd, Handler on_writable) {
+  return Add(fd, EPOLLOUT, std::move(on_writable));
+}
+
+Result<void> EpollReactor::Add(int fd, uint32_t events, Handler handler) {
   if (entries_.contains(fd)) return Fail("epoll: fd " + std::to_string(fd) + " already watched");
   uint64_t token = next_token_++;
   struct epoll_event ev {};
-  ev.events = EPOLLIN;
+  ev.events = events;
   ev.data.u64 = token;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     return FailErrno("epoll_ctl(ADD, " + std::to_string(fd) + ")");
   }
-  entries_[fd] = Entry{token, std::make_shared<Handler>(std::move(on_readable))};
+  entries_[fd] = Entry{token, std::make_shared<Handler>(std::move(handler))};
   fd_by_token_[token] = fd;
   return {};
 }

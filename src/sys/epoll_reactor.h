@@ -17,6 +17,9 @@ class EpollReactor final : public Reactor {
   static Result<EpollReactor> Create();
 
   Result<void> Watch(int fd, Handler on_readable) override;
+  // Calls `on_writable` each time `fd` can be written, or is in error,
+  // until Unwatch(fd). The CLI's own output; not part of Reactor.
+  Result<void> WatchWritable(int fd, Handler on_writable);
   void Unwatch(int fd) override;
 
   // Dispatches events until `done()` is true. Fails if epoll_wait fails or
@@ -29,6 +32,7 @@ class EpollReactor final : public Reactor {
     std::shared_ptr<Handler> handler;
   };
   explicit EpollReactor(UniqueFd epoll) : epoll_(std::move(epoll)) {}
+  Result<void> Add(int fd, uint32_t events, Handler handler);
 
   UniqueFd epoll_;
   uint64_t next_token_ = 1;

@@ -3,7 +3,6 @@ option, and nothing recorded or run."""
 import json
 import os
 import subprocess
-import tempfile
 
 import pytest
 
@@ -70,6 +69,9 @@ BAD = [
     (["--isolation", "none", "--ro-bind", "/etc"], "--bind/--ro-bind"),
     (["--policy", "/nonexistent/policy.toml"], "--policy"),
     (["--workspace", "/"], "--workspace"),
+    (["--pin", "0" * 64], "--pin"),  # without --closure: nothing to verify
+    (["--isolation", "none", "--network", "none"], "--network"),
+    (["--isolation", "none", "--tmp-size", "1M"], "--tmp-size"),
     (["--no-such-option"], "--no-such-option"),
     (["--timeout"], "--timeout"),
 ]
@@ -86,6 +88,56 @@ def test_bad_option_is_refused_naming_it(state, tmp_path, args, option):
     if os.path.exists(state):
         grants = cordon("grants", "--all", "--json", "--state-dir", state)
         assert json.loads(grants.stdout) == []
+
+
+def test_a_workspace_that_links_to_the_root_is_refused(state, tmp_path):
+    link = tmp_path / "root-link"
+    link.symlink_to("/")
+    marker = tmp_path / "ran"
+    r = run(state, "--workspace", str(link), "--", "/usr/bin/touch", str(marker))
+    assert r.returncode == 125, r.stderr
+    assert "--workspace: / would show the whole host" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+REQUIRED_BUT_NOT_SET_UP = [
+    (["--require", "network", "--network", "host"], "network: network host shares"),
+    (["--require", "network", "--isolation", "none"], "network: isolation none does not"),
+    (["--require", "memory"], "memory: no limit asks for it: set limits.memory_bytes (--memory)"),
+    (["--require", "wall_clock"], "wall_clock: no limit asks for it"),
+]
+
+
+@pytest.mark.parametrize("args,why", REQUIRED_BUT_NOT_SET_UP,
+                         ids=[" ".join(a) for a, _ in REQUIRED_BUT_NOT_SET_UP])
+def test_a_required_capability_that_nothing_sets_up_is_refused(state, tmp_path, args, why):
+    # Before, it was reported enforced: --require network with --network
+    # host ran on the host's network with `network` in grant.enforced.
+    marker = tmp_path / "ran"
+    r = run(state, *args, "--", "/usr/bin/touch", str(marker))
+    assert r.returncode == 125, r.stderr
+    assert "refused: cannot enforce " + why in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+def test_options_after_the_program_are_the_programs(state):
+    r = run(state, "/bin/echo", "--json", "--timeout", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "--json --timeout 1\n"
+
+
+def test_grants_shows_a_command_s_control_characters_escaped(state):
+    # A command an agent wrote, listed on an operator's terminal: a newline
+    # would forge a row, an escape sequence would be obeyed.
+    shell = ": '\n9999 released root 1 exited \x1b]0;pwned\x07\x1b[2J \\'"
+    assert run(state, "--shell", shell).returncode == 0
+    listed = cordon("grants", "--all", "--state-dir", state)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 2, lines  # the header and the one grant
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert lines[1].endswith(r": '\n9999 released root 1 exited \x1b]0;pwned\x07\x1b[2J \\'"), \
+        lines[1]
 
 
 def test_bad_input_with_json_is_a_json_error(state):
