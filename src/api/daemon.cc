@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,11 +88,37 @@ std::string FirstClosedAncestor(const std::string& dir) {
   return "";
 }
 
+// One daemon (cordon serve or cordon mcp) per state directory: a second
+// would take the first's live sessions for a crashed daemon's, record them
+// lost and sweep their workspaces. An flock on <state>/daemon.lock, held
+// while the daemon lives (the kernel drops it whichever way it ends), names
+// the holder's pid.
+sys::Result<sys::UniqueFd> LockStateDir(const std::string& state_dir) {
+  const std::string path = state_dir + "/daemon.lock";
+  CORDON_ASSIGN_OR_RETURN(sys::UniqueFd lock,
+                          sys::Open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return sys::FailErrno("flock(\"" + path + "\")");
+    auto holder = sys::ReadAll(lock.get(), 32);
+    std::string pid = holder ? holder->substr(0, holder->find('\n')) : "";
+    return sys::Fail("another cordon serve or cordon mcp" +
+                         (pid.empty() ? "" : " (pid " + pid + ")") + " uses the state directory " +
+                         state_dir + "; give this one a --state-dir of its own",
+                     EBUSY);
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock.get(), 0) != 0 || ::pwrite(lock.get(), pid.data(), pid.size(), 0) < 0) {
+    return sys::FailErrno("write(\"" + path + "\")");
+  }
+  return lock;
+}
+
 }  // namespace
 
 struct Daemon::Impl {
   asio::io_context& io;
   DaemonOptions options;
+  sys::UniqueFd state_lock;  // LockStateDir
   std::optional<store::Store> store;
   contain::Probe probe;
   contain::KernelSignaller kernel;
@@ -514,6 +541,7 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   }
 
   CORDON_ASSIGN_OR_RETURN(store::Store store, store::Store::Open(d.options.state_dir));
+  CORDON_ASSIGN_OR_RETURN(d.state_lock, LockStateDir(d.options.state_dir));
   d.store.emplace(std::move(store));
   // The WAL's checkpoints, with their fsyncs, off the event loop. Without
   // the thread, the commit that fills the WAL checkpoints, as the CLI's do.

@@ -214,7 +214,11 @@ class WebSocketSession final : public WebSocket,
 
   void Queue(std::string bytes, bool binary) {
     if (ended_ || close_requested_) return;
-    if (!out_.empty() && queued_ + bytes.size() > max_queued_) {
+    // What waits behind the message being written: a message larger than
+    // the bound (up to --max-message-size) is taken when nothing waits, so
+    // a client that reads goes on getting what follows it.
+    uint64_t waiting = queued_ - (writing_ == Writing::kMessage ? out_.front().bytes.size() : 0);
+    if (waiting > 0 && waiting + bytes.size() > max_queued_) {
       // The client does not read what it is sent: the queue would grow
       // with the producer (a kernel's output) until the daemon ran out of
       // memory. It goes, whatever produced the output goes on.

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <filesystem>
 
@@ -26,6 +27,33 @@ void RemoveScratch(const std::string& scratch) {
   if (removed) return;
   Log("error", "scratch_not_removed",
       {{"workspace", scratch}, {"error", removed.error().message()}});
+}
+
+// A workspace an HTTP client names is shown read-write inside (or is the
+// working directory of an unisolated run): not the host's pseudo-
+// filesystems, nor the daemon's own state (its token, its store) or a
+// directory above it. Links are followed, as the mount would.
+std::optional<std::string> WorkspaceProblem(const std::filesystem::path& workspace,
+                                            const std::string& state_dir) {
+  std::error_code ec;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(workspace, ec);
+  if (ec) return std::nullopt;  // Validate said why, or the launch will
+  auto beneath = [](const std::filesystem::path& path, const std::filesystem::path& dir) {
+    auto d = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end()).first;
+    return d == dir.end() || (std::next(d) == dir.end() && d->empty());
+  };
+  for (const char* pseudo : {"/proc", "/sys", "/dev"}) {
+    if (beneath(resolved, pseudo)) {
+      return "is " + resolved.string() + ", beneath " + pseudo +
+             ": the host's own, not a workspace";
+    }
+  }
+  std::filesystem::path state = std::filesystem::weakly_canonical(state_dir, ec);
+  if (!ec && !state_dir.empty() && beneath(state, resolved)) {
+    return "is " + resolved.string() +
+           ", which holds the daemon's state directory (its token and its store)";
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -98,6 +126,11 @@ std::expected<uint64_t, ApiError> Runs::Launch(contain::Spec spec, std::unique_p
   if (auto invalid = contain::Validate(spec)) {
     return std::unexpected(FromSession(session::FromAdmit(contain::AdmitError{
         contain::AdmitError::Kind::kInvalid, invalid->field, invalid->message(), {}})));
+  }
+  if (spec.workspace && spec.isolation.enabled()) {
+    if (auto problem = WorkspaceProblem(*spec.workspace, options_.state_dir)) {
+      return std::unexpected(Invalid("workspace", *problem));
+    }
   }
   active->limits = contain::LimitsJson(spec.limits);
   Active* run = active.get();

@@ -23,6 +23,13 @@ std::string PercentDecode(std::string_view s) {
 
 namespace {
 
+// A query's key or value as forms encode it: '+' is a space ("%2B" is '+').
+std::string QueryDecode(std::string_view s) {
+  std::string spaced(s);
+  std::ranges::replace(spaced, '+', ' ');
+  return PercentDecode(spaced);
+}
+
 // Calls `each(key, value)`, each decoded, for the pairs of `q` in order.
 template <typename Each>
 void ForEachQueryPair(std::string_view q, Each each) {
@@ -30,8 +37,8 @@ void ForEachQueryPair(std::string_view q, Each each) {
     size_t amp = q.find('&');
     std::string_view pair = q.substr(0, amp);
     size_t eq = pair.find('=');
-    each(PercentDecode(pair.substr(0, eq)),
-         eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1)));
+    each(QueryDecode(pair.substr(0, eq)),
+         eq == std::string_view::npos ? "" : QueryDecode(pair.substr(eq + 1)));
     if (amp == std::string_view::npos) break;
     q.remove_prefix(amp + 1);
   }

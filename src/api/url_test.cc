@@ -11,6 +11,11 @@ TEST(UrlTest, DecodesPathsAndQueries) {
   EXPECT_EQ(q["dir"], "a/b");
   EXPECT_EQ(q["keep_workspace"], "true");
   EXPECT_TRUE(q.contains("flag"));
+  // As forms (python-requests' params=) encode them: '+' is a space.
+  EXPECT_EQ(ParseQuery("dir=my+dir")["dir"], "my dir");
+  EXPECT_EQ(ParseQuery("dir=a%2Bb")["dir"], "a+b");
+  // A path's '+' is itself.
+  EXPECT_EQ(PercentDecode("a+b"), "a+b");
   EXPECT_EQ(Segments("/v1/sessions/x/files/a%2F..%2Fb"),
             (std::vector<std::string>{"v1", "sessions", "x", "files", "a%2F..%2Fb"}));
   EXPECT_EQ(Segments("/v1/sessions/x/files//etc"),

@@ -413,7 +413,9 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "Runs in progress at once, counting answered runs whose teardown is not yet verified "
       "(default 32)")
       ->type_name("N");
-  opt("--session-idle-ttl", a.idle_ttl, "Idle sessions are closed after this (default 20m)")
+  opt("--session-idle-ttl", a.idle_ttl,
+      "Idle sessions are closed after this: nothing running or queued, the kernel not busy, no "
+      "websocket client connected (default 20m)")
       ->type_name("SEC");
   opt("--session-max-lifetime", a.max_lifetime, "Sessions are closed after this (default 24h)")
       ->type_name("SEC");

@@ -45,13 +45,14 @@ void Relay::Connect(const std::string& id, std::shared_ptr<api::WebSocket> socke
   Entry& e = kernels_[id];
   e.clients[n] = Client{socket, ProtocolOf(socket->subprotocol())};
   e.last_activity = jupyter::IsoNow();
+  if (sessions_) sessions_->ClientConnected(id);
   api::WebSocket::Handlers handlers;
   handlers.message = [this, id, n](std::string text) { FromClient(id, n, std::move(text), false); };
   handlers.binary = [this, id, n](std::string bytes) { FromClient(id, n, std::move(bytes), true); };
   handlers.closed = [this, id, n] {
     auto it = kernels_.find(id);
     if (it == kernels_.end()) return;
-    it->second.clients.erase(n);
+    if (it->second.clients.erase(n) && sessions_) sessions_->ClientLeft(id);
     std::erase_if(it->second.requests, [n](const auto& r) { return r.second == n; });
     std::erase_if(it->second.waiting, [n](const Pending& p) { return p.client == n; });
   };
@@ -106,6 +107,7 @@ void Relay::FromClient(const std::string& id, uint64_t client_id, std::string by
   if (client_it == it->second.clients.end()) return;
   const Client client = client_it->second;  // a copy: the map may change below
   it->second.last_activity = jupyter::IsoNow();
+  if (sessions_) sessions_->ClientUsed(id);
 
   auto parsed = ParseClientFrame(bytes, binary, client.protocol);
   if (!parsed) return Refuse(client, parsed.error().parent, parsed.error().why);

@@ -207,7 +207,7 @@ void HttpTransport::MakeRoom() {
     auto oldest = std::min_element(
         sessions_.begin(), sessions_.end(),
         [](const auto& a, const auto& b) { return a.second->last_used < b.second->last_used; });
-    api::Log("warn", "mcp_session_evicted",
+    api::Log("warning", "mcp_session_evicted",
              {{"max_sessions", options_.max_sessions},
               {"idle_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                               Clock::now() - oldest->second->last_used)

@@ -607,9 +607,9 @@ bool Kernel::Interrupt() {
   if (phase_ != Phase::kIdle && phase_ != Phase::kRunning && phase_ != Phase::kDraining) {
     return false;
   }
-  bool busy = running() || busy_hint_ || execution_state_ == "busy";
+  bool was_busy = busy();
   if (!execution_->Interrupt(SIGINT)) return false;
-  if (busy && !interrupt_->armed()) {
+  if (was_busy && !interrupt_->armed()) {
     interrupt_->Set(context_.interrupt_grace, [this] {
       Escalate("the kernel did not come back to idle within " +
                std::to_string(context_.interrupt_grace.count()) +

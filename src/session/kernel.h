@@ -131,6 +131,7 @@ class Kernel final : public Runtime {
 
   bool ready() const override { return phase_ == Phase::kIdle; }
   bool running() const override { return phase_ == Phase::kRunning || phase_ == Phase::kDraining; }
+  bool busy() const override { return running() || busy_hint_ || execution_state_ == "busy"; }
   const std::string& grant_id() const override { return execution_->grant_id(); }
   const contain::Grant& grant() const override { return execution_->grant(); }
   bool restarts_on_exit() const override { return false; }

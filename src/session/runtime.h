@@ -101,6 +101,9 @@ class Runtime {
 
   virtual bool ready() const = 0;    // started and idle
   virtual bool running() const = 0;  // an Exec is in progress
+  // Working, whoever asked: an Exec, or (a kernel) a request of a
+  // websocket client's. A busy session is not idle.
+  virtual bool busy() const { return running(); }
   virtual const std::string& grant_id() const = 0;
   virtual const contain::Grant& grant() const = 0;
   // When the runtime exits on its own after a command, a fresh one starts

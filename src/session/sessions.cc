@@ -17,6 +17,13 @@
 namespace cordon::session {
 namespace {
 
+// An exec whose deadline passed while it waited its turn: it never ran.
+void AnswerNeverRan(const std::function<void(Outcome<ExecResult>)>& done) {
+  ExecResult never;
+  never.timed_out = true;
+  done(never);
+}
+
 using Kind = Error::Kind;
 using Clock = std::chrono::steady_clock;
 
@@ -654,10 +661,7 @@ void Sessions::Pump(Session& s) {
     s.queue.pop_front();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now());
     if (left.count() <= 0) {
-      // Its deadline passed while it waited its turn: it never ran.
-      ExecResult never;
-      never.timed_out = true;
-      p.done(never);
+      AnswerNeverRan(p.done);
       continue;
     }
     ExecRequest request;
@@ -1081,6 +1085,25 @@ Runtime* Sessions::RuntimeOf(const std::string& id) {
   return s->runtime.get();
 }
 
+void Sessions::ClientConnected(const std::string& id) {
+  if (auto it = sessions_.find(id); it != sessions_.end()) {
+    ++it->second->clients;
+    it->second->last_used = Clock::now();
+  }
+}
+
+void Sessions::ClientUsed(const std::string& id) {
+  if (auto it = sessions_.find(id); it != sessions_.end()) it->second->last_used = Clock::now();
+}
+
+void Sessions::ClientLeft(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  Session& s = *it->second;
+  if (s.clients > 0) --s.clients;
+  s.last_used = Clock::now();
+}
+
 std::string Sessions::KindOf(const std::string& id) {
   auto s = Find(id);
   return s && *s ? (*s)->kind : "";
@@ -1144,10 +1167,21 @@ void Sessions::Tick() {
     }
     return Settled(s);
   });
+  // An exec whose deadline passed while it waited its turn is answered
+  // now (it never ran), not when the one before it ends.
+  std::vector<Pending> expired;
+  for (auto& [id, s] : sessions_) {
+    std::erase_if(s->queue, [&](Pending& p) {
+      if (p.deadline > now) return false;
+      expired.push_back(std::move(p));
+      return true;
+    });
+  }
+  for (Pending& p : expired) AnswerNeverRan(p.done);
   for (auto& [id, s] : sessions_) {
     if (s->state == "quarantined") Retry(*s);
     if (s->closing || !s->runtime || s->state != "ready") continue;
-    bool idle = !s->runtime->running() && s->queue.empty() &&
+    bool idle = !s->runtime->busy() && s->queue.empty() && s->clients == 0 &&
                 now - s->last_used > std::chrono::milliseconds(s->ttl_ms);
     bool old = now - s->born > options_.max_lifetime;
     if (idle || old) {

@@ -194,6 +194,13 @@ class Sessions final {
   void Restart(const std::string& id, std::function<void(Outcome<nlohmann::json>)> done);
   // The live runtime of a session (for the kernel gateway's relay), or null.
   Runtime* RuntimeOf(const std::string& id);
+  // A websocket client of the session's kernel: connected, sent a message,
+  // left (the gateway's relay). A session with a client connected is in
+  // use, not idle (as jupyter-server culls no connected kernel by
+  // default); its idle time counts from the last message or leaving.
+  void ClientConnected(const std::string& id);
+  void ClientUsed(const std::string& id);
+  void ClientLeft(const std::string& id);
   // The kind of a session ("shell", "python"), or "" when there is none.
   std::string KindOf(const std::string& id);
   size_t live(const std::string& kind) const;
@@ -269,6 +276,7 @@ class Sessions final {
     std::chrono::steady_clock::time_point born;  // of this generation
     std::chrono::steady_clock::time_point last_used;
     std::chrono::steady_clock::time_point starting_since;
+    int clients = 0;  // websocket clients connected (ClientConnected)
   };
 
   // Where a runtime's events go: a pool entry until it is handed out, then

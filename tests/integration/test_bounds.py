@@ -3,10 +3,8 @@ against a real daemon: a session or run that declares no limits still gets
 memory, pids and CPU bounds; at a bound the sandbox sees EAGAIN or an OOM
 kill, the result says so, and the session, the daemon and other sessions go
 on; a limit above a ceiling is refused with 422 and changes nothing."""
-import json
 import os
 import sys
-import urllib.request
 
 import pytest
 

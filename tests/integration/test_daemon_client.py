@@ -92,6 +92,25 @@ def test_validation_errors_carry_the_field(client):
     assert e.value.field == "id"
 
 
+def test_a_workspace_that_would_show_the_host_is_refused(daemon, client, tmp_path):
+    # Shown read-write at /workspace: not / through a link, not the host's
+    # pseudo-filesystems, not the daemon's own state (its token) or above.
+    link = tmp_path / "root-link"
+    link.symlink_to("/")
+    refused = [str(link), "/proc", "/proc/1", "/dev", "/sys/fs/cgroup", daemon.state_dir,
+               os.path.dirname(daemon.state_dir)]
+    for workspace in refused:
+        with pytest.raises(ValidationError) as e:
+            client.run(argv=["/bin/true"], workspace=workspace)
+        assert e.value.field == "workspace", (workspace, e.value.message)
+    # A directory beside the state is a workspace like any other.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    r = client.run(shell="echo hi > /workspace/made", workspace=str(mine))
+    assert r["exit_code"] == 0, r
+    assert (mine / "made").read_text() == "hi\n"
+
+
 def test_run_and_streaming(client):
     r = client.run(argv=["/bin/sh", "-c", "echo out; echo err >&2; exit 4"], env={"A": "1"})
     assert r["outcome"] == "exited" and r["exit_code"] == 4
@@ -138,6 +157,25 @@ def test_session_state_serialised_execs_and_interrupt(client):
     assert s.info["state"] == "closed"
     with pytest.raises(ConflictError):
         s.exec("true")
+
+
+def test_a_waiting_exec_is_answered_at_its_own_deadline(client):
+    # Before, it was answered when the exec before it ended (here 60 s, cut
+    # short by the interrupt below), saying timed_out.
+    with client.session("py-waiting") as s:
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", s.exec("touch $HOME/go; sleep 60")))
+        t.start()
+        assert _wait_for(lambda: "go" in [f["name"] for f in s.list_files()])
+        start = time.monotonic()
+        waited = s.exec("touch $HOME/ran", timeout_ms=500)
+        took = time.monotonic() - start
+        assert waited["timed_out"] is True and waited["duration_ms"] == 0, waited
+        assert took < 10, f"answered after {took:.1f} s, not at its deadline"
+        assert s.interrupt() is True
+        t.join(timeout=30)
+        assert box["r"]["exit_code"] == 130 and box["r"]["timed_out"] is False
+        assert "ran" not in [f["name"] for f in s.list_files()]  # it never ran
 
 
 def test_timeout_ladder_invalidation_and_a_new_generation(client):
@@ -349,6 +387,32 @@ def test_sigkill_restart_recovers_and_sigterm_leaves_nothing(tmp_path):
     assert _active_grants(str(state)) == []
     for mount in _cgroup_mounts():
         _remove_tree(mount + CGROUP_ROOT)
+
+
+def test_a_second_daemon_on_the_same_state_directory_is_refused(tmp_path):
+    # cordon mcp beside cordon serve, both on the default state directory:
+    # the second would take the first's live sessions for a crashed
+    # daemon's, record them lost and sweep their workspaces.
+    state = tmp_path / "state"
+    first = Daemon(state)
+    try:
+        s = first.client().session("held")
+        s.put_file("data.txt", b"kept")
+        for door in (["serve", "--listen", "127.0.0.1:0"], ["mcp"]):
+            r = subprocess.run([CORDON, *door, "--state-dir", str(state),
+                                "--cgroup-root", CGROUP_ROOT],
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode != 0, door
+            assert f"pid {first.pid}" in r.stderr and str(state) in r.stderr, r.stderr
+        # The first daemon's session is untouched.
+        assert first.client().request("GET", "/v1/sessions/held")["state"] == "ready"
+        assert s.exec("cat data.txt")["stdout"] == "kept"
+    finally:
+        assert first.stop() == 0
+    # Once it is gone, the directory is free again.
+    second = Daemon(state)
+    assert second.stop() == 0
 
 
 def test_signals_after_the_first_sigterm_do_not_change_how_the_daemon_exits(tmp_path):

@@ -98,10 +98,11 @@ class Host:
         # The state directory's own files, not the store (it changes with
         # every request), the workspaces and their images (sessions come and
         # go), the runs' scratch workspaces (the warm pool's come and go too)
-        # nor serve.json (a daemon writes it at start, removes it at exit);
-        # the token's digest is checked with the host's files.
+        # nor serve.json (a daemon writes it at start, removes it at exit)
+        # and daemon.lock (a daemon writes its pid there at start); the
+        # token's digest is checked with the host's files.
         skip = {"cordon.db", "cordon.db-wal", "cordon.db-shm", "workspaces", "images", "ids", "runs",
-                "scratch", "serve.json"}
+                "scratch", "serve.json", "daemon.lock"}
         return {k: v for k, v in listing(self.daemon.state_dir).items() if k not in skip}
 
     def check(self):

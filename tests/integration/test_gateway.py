@@ -40,6 +40,7 @@ from daemon_support import (  # noqa: E402
     Daemon,
     chain_below,
     identity,
+    logged,
     pids_in_cgroup_tree,
     pids_with_cmdline,
     pids_with_environ,
@@ -1290,5 +1291,58 @@ def test_buffers_are_bounded_by_the_max_message_size(tmp_path):
                 raw.close()
         assert gw.wait_ready(kid).text == "2"
         assert gw.delete(kid).status_code == 204
+    finally:
+        stop_cordon(d)
+
+
+def test_a_kernel_in_use_over_its_websocket_is_not_culled_as_idle(tmp_path):
+    """--session-idle-ttl counts what clients do over the websocket: a
+    kernel with a client connected, or busy with a cell a client sent, is
+    not idle. Once the last client has left and the kernel is idle, the TTL
+    culls it. Before, only /v1 requests counted: a notebook's kernel was
+    culled under its user, mid-cell."""
+    root = GW_CGROUP_ROOT + "-cull"
+    d = start_cordon(tmp_path / "state", "--session-idle-ttl", "2s", cgroup_root=root)
+    try:
+        gw = Gateway(d.url, d.token)
+        kid = gw.create_kernel()["id"]
+        raw = Raw(gw, kid)
+        reply, _ = raw.execute("x = 41")
+        assert reply["status"] == "ok"
+        time.sleep(6)  # connected and silent for three TTLs
+        assert gw.kernel(kid).status_code == 200, "culled with a client connected"
+        # A cell longer than the TTL, from a client that leaves at once.
+        raw.send(ws_message("shell", "execute_request",
+                            {"code": "import time; time.sleep(8); x += 1", "silent": False,
+                             "store_history": True, "user_expressions": {},
+                             "allow_stdin": False, "stop_on_error": True}, raw.session))
+        raw.close()
+        time.sleep(6)
+        assert gw.kernel(kid).status_code == 200, "culled while busy"
+        assert gw.execute(kid, "x").text == "42"  # the cell ran whole
+        # Idle, nobody connected: culled after the TTL.
+        assert wait_for(lambda: gw.kernel(kid).status_code == 404, within=30), \
+            "an idle kernel with no client was not culled"
+    finally:
+        stop_cordon(d)
+
+
+def test_a_message_larger_than_the_queue_bound_reaches_a_client_that_reads(tmp_path):
+    """--ws-max-queued bounds what waits behind the message being written:
+    a client that reads gets a result larger than the bound, and the reply
+    and status after it. Before, the message in flight counted, and what
+    followed it disconnected the client."""
+    root = GW_CGROUP_ROOT + "-large"
+    d = start_cordon(tmp_path / "state", "--ws-max-queued", "1M", cgroup_root=root)
+    try:
+        gw = Gateway(d.url, d.token)
+        kid = gw.create_kernel()["id"]
+        gw.wait_ready(kid)
+        size = 20 * 1024 * 1024
+        for _ in range(3):
+            e = gw.execute(kid, f"'x' * {size}")
+            assert e.reply["status"] == "ok"
+            assert len(e.text) == size + 2  # the repr's quotes
+        assert not logged(d, "ws_slow_reader")
     finally:
         stop_cordon(d)
