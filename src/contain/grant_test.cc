@@ -21,6 +21,17 @@ Probe NoCgroupProbe() {
   return p;
 }
 
+// No cgroup, but namespaces, Landlock and seccomp: isolation without a
+// cgroup (an unprivileged caller).
+Probe NamespacedProbe() {
+  Probe p = NoCgroupProbe();
+  p.isolation.namespaces.available = true;
+  p.isolation.landlock_abi = 6;
+  p.isolation.seccomp = true;
+  p.capabilities = ResolveCapabilities(p.cgroups, false, p.isolation, /*root=*/false);
+  return p;
+}
+
 class GrantTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -185,11 +196,7 @@ TEST_F(GrantTest, IsolationIsDegradedWhereTheHostCannotIsolateAndRefusedWhenRequ
 // --require network with --network host: nothing sets the capability up,
 // so it is refused, not reported enforced; so is a limit never given.
 TEST_F(GrantTest, ARequiredCapabilityNothingSetsUpIsRefused) {
-  Probe p = NoCgroupProbe();
-  p.isolation.namespaces.available = true;
-  p.isolation.landlock_abi = 6;
-  p.isolation.seccomp = true;
-  p.capabilities = ResolveCapabilities(p.cgroups, false, p.isolation, /*root=*/false);
+  Probe p = NamespacedProbe();
   spec_.isolation.level = Isolation::kStandard;
   spec_.isolation.network = Network::kHost;
   spec_.required = {Capability::kNetwork, Capability::kOpenFiles};
@@ -211,11 +218,7 @@ TEST_F(GrantTest, ARequiredCapabilityNothingSetsUpIsRefused) {
 }
 
 TEST_F(GrantTest, WithoutACgroupThePidNamespaceHoldsTheTree) {
-  Probe p = NoCgroupProbe();
-  p.isolation.namespaces.available = true;
-  p.isolation.landlock_abi = 6;
-  p.isolation.seccomp = true;
-  p.capabilities = ResolveCapabilities(p.cgroups, false, p.isolation, /*root=*/false);
+  Probe p = NamespacedProbe();
   p.process_tree_unisolated = ResolveCapabilities(p.cgroups, false).front();
   spec_.isolation.level = Isolation::kStandard;
   auto grant = Acquire(spec_, p, *store_);

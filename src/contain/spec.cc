@@ -339,39 +339,21 @@ std::string NotWantedReason(const Spec& spec, Capability c) {
     if (!spec.isolation.enabled()) return "isolation none does not provide it";
     return "network host shares the host's network";
   }
-  const char* limit = "";
-  switch (c) {
-    case Capability::kWallClock:
-      limit = "limits.timeout_ms (cordon run --timeout)";
-      break;
-    case Capability::kProcessCount:
-      limit = "limits.pids (--pids)";
-      break;
-    case Capability::kMemory:
-      limit = "limits.memory_bytes (--memory)";
-      break;
-    case Capability::kAddressSpace:
-      limit = "limits.address_space_bytes (--address-space)";
-      break;
-    case Capability::kCpuTime:
-      limit = "limits.cpu_seconds (--cpu-seconds)";
-      break;
-    case Capability::kFileSize:
-      limit = "limits.file_size_bytes (--file-size)";
-      break;
-    case Capability::kOpenFiles:
-      limit = "limits.open_files (--open-files)";
-      break;
-    case Capability::kCpu:
-      limit = "limits.cpu (--cpus)";
-      break;
-    case Capability::kDisk:
-      limit = "limits.disk_bytes or limits.disk_inodes";
-      break;
-    default:
-      return "nothing asks for it";
-  }
-  return std::string("no limit asks for it: set ") + limit;
+  // The request field and the CLI option of each limit's capability.
+  static constexpr std::pair<Capability, std::string_view> kLimits[] = {
+      {Capability::kWallClock, "limits.timeout_ms (cordon run --timeout)"},
+      {Capability::kProcessCount, "limits.pids (--pids)"},
+      {Capability::kMemory, "limits.memory_bytes (--memory)"},
+      {Capability::kAddressSpace, "limits.address_space_bytes (--address-space)"},
+      {Capability::kCpuTime, "limits.cpu_seconds (--cpu-seconds)"},
+      {Capability::kFileSize, "limits.file_size_bytes (--file-size)"},
+      {Capability::kOpenFiles, "limits.open_files (--open-files)"},
+      {Capability::kCpu, "limits.cpu (--cpus)"},
+      {Capability::kDisk, "limits.disk_bytes or limits.disk_inodes"},
+  };
+  auto limit = std::ranges::find(kLimits, c, &std::pair<Capability, std::string_view>::first);
+  if (limit == std::end(kLimits)) return "nothing asks for it";
+  return "no limit asks for it: set " + std::string(limit->second);
 }
 
 }  // namespace cordon::contain

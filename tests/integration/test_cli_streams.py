@@ -6,9 +6,10 @@ import fcntl
 import os
 import subprocess
 import termios
-import time
 
 import pytest
+
+from daemon_support import alive, wait_for  # noqa: E402  (tests/integration/daemon_support.py)
 
 CORDON = os.environ.get("CORDON_BINARY", "build/cordon")
 
@@ -22,28 +23,11 @@ def run_args(state, *args):
     return [CORDON, "run", "--state-dir", state, *args]
 
 
-def eventually(done, within=20.0):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if done():
-            return True
-        time.sleep(0.02)
-    return done()
-
-
 def queued(fd):
     """Bytes waiting in the pipe whose read end is `fd`."""
     n = array.array("i", [0])
     fcntl.ioctl(fd, termios.FIONREAD, n)
     return n[0]
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def stop(cordon):
@@ -57,51 +41,54 @@ def stop(cordon):
         cordon.wait()
 
 
-def test_a_reader_that_stops_reading_does_not_hold_up_the_deadline(state, tmp_path):
+def stalled(state, tmp_path, *args, shell):
+    """Starts cordon with a stdout pipe nobody reads, host pids (--isolation
+    none) and `shell`, which writes the pid to watch to $PIDFILE; returns
+    (cordon, the pipe's read end, that pid) once the pipe is full."""
     pidfile = tmp_path / "pid"
     read_end, write_end = os.pipe()
-    # Host pids (--isolation none), so the test can watch the grandchild.
     cordon = subprocess.Popen(
-        run_args(state, "--isolation", "none", "--timeout", "1", "--shell",
-                 f"sleep 600 & echo $! > {pidfile}; while :; do head -c 65536 /dev/zero; done"),
+        run_args(state, "--isolation", "none", *args, "--env", f"PIDFILE={pidfile}",
+                 "--shell", shell),
         stdout=write_end, stderr=subprocess.PIPE)
     os.close(write_end)
+    assert wait_for(lambda: pidfile.exists() and pidfile.read_text().strip())
+    assert wait_for(lambda: queued(read_end) >= 65536)  # the pipe is full
+    return cordon, read_end, int(pidfile.read_text())
+
+
+def drained(cordon, read_end):
+    """Reads the pipe to its end, then waits for cordon: (bytes, stderr)."""
+    with os.fdopen(read_end, "rb") as reader:
+        passed = len(reader.read())
+    _, err = cordon.communicate(timeout=60)
+    return passed, err
+
+
+def test_a_reader_that_stops_reading_does_not_hold_up_the_deadline(state, tmp_path):
+    cordon, read_end, sleeper = stalled(
+        state, tmp_path, "--timeout", "1",
+        shell="sleep 600 & echo $! > $PIDFILE; while :; do head -c 65536 /dev/zero; done")
     try:
-        assert eventually(lambda: pidfile.exists() and pidfile.read_text().strip())
-        sleeper = int(pidfile.read_text())
-        assert eventually(lambda: queued(read_end) >= 65536)  # the pipe is full
         # Nobody reads cordon's stdout, yet the deadline tears the tree
         # down: before, cordon sat in write() and the tree lived on.
-        assert eventually(lambda: not alive(sleeper)), "the tree outlived its deadline"
+        assert wait_for(lambda: not alive(sleeper)), "the tree outlived its deadline"
         # cordon itself still waits to write what it kept.
         assert cordon.poll() is None
     finally:
-        with os.fdopen(read_end, "rb") as reader:
-            passed = len(reader.read())
-        _, err = cordon.communicate(timeout=60)
+        passed, err = drained(cordon, read_end)
     assert cordon.returncode == 124, err
     assert b"timed out after 1000 ms" in err
     assert passed == 10 * 1024 * 1024  # what --output-limit kept, all of it
 
 
 def test_a_stalled_reader_does_not_hold_up_a_sigterm(state, tmp_path):
-    pidfile = tmp_path / "pid"
-    read_end, write_end = os.pipe()
-    cordon = subprocess.Popen(
-        run_args(state, "--isolation", "none", "--shell",
-                 f"echo $$ > {pidfile}; exec yes"),
-        stdout=write_end, stderr=subprocess.PIPE)
-    os.close(write_end)
+    cordon, read_end, command = stalled(state, tmp_path, shell="echo $$ > $PIDFILE; exec yes")
     try:
-        assert eventually(lambda: pidfile.exists() and pidfile.read_text().strip())
-        command = int(pidfile.read_text())
-        assert eventually(lambda: queued(read_end) >= 65536)  # the pipe is full
         cordon.send_signal(15)
-        assert eventually(lambda: not alive(command)), "SIGTERM did not tear the tree down"
+        assert wait_for(lambda: not alive(command)), "SIGTERM did not tear the tree down"
     finally:
-        with os.fdopen(read_end, "rb") as reader:
-            reader.read()
-        _, err = cordon.communicate(timeout=60)
+        _, err = drained(cordon, read_end)
     assert cordon.returncode == 128 + 15, err
     assert b"cancelled by SIGTERM" in err
 
