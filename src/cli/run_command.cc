@@ -543,9 +543,9 @@ Command AddRunCommand(CLI::App& app) {
   a.options["--quiet"] =
       cmd->add_flag("--quiet,-q", a.quiet, "Do not print degraded capabilities on stderr");
   // The command comes after "--", so a mistyped option of cordon's is an
-  // error, not the start of the command. Everything from the program on is the command's, even
-  // without "--"
-  // (`cordon run /bin/echo --json` echoes --json).
+  // error, not the start of the command. Everything from the program on
+  // is the command's, even without "--" (`cordon run /bin/echo --json`
+  // echoes --json).
   cmd->add_option("command", a.command, "The program and its arguments, after --")
       ->type_name("PROG ARGS...");
   cmd->positionals_at_end();
