@@ -44,6 +44,12 @@ std::expected<double, std::string> ParseCpus(std::string_view text) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size()) return std::unexpected(expected);
   if (!(value > 0)) return std::unexpected("must be above 0, got " + Quote(text));
+  if (value < contain::kMinCpus) {
+    return std::unexpected(
+        "must be at least 0.01 (the kernel's smallest quota, 1 ms of each "
+        "100 ms), got " +
+        Quote(text));
+  }
   if (value > contain::kMaxCpus) {
     return std::unexpected("must be at most " +
                            std::to_string(static_cast<int>(contain::kMaxCpus)) + ", got " +

@@ -57,7 +57,9 @@ TEST(UnitsTest, Cpus) {
   EXPECT_EQ(ParseCpus("2").value(), 2.0);
   EXPECT_EQ(ParseCpus("0.5").value(), 0.5);
   EXPECT_EQ(ParseCpus(".25").value(), 0.25);
-  for (const char* bad : {"", "0", "0.0", "-1", "1e3", "inf", "nan", "1.2.3", ".", "5000", "2 "}) {
+  EXPECT_EQ(ParseCpus("0.01").value(), 0.01);
+  for (const char* bad :
+       {"", "0", "0.0", "0.009", "0.0001", "-1", "1e3", "inf", "nan", "1.2.3", ".", "5000", "2 "}) {
     EXPECT_FALSE(ParseCpus(bad)) << bad;
   }
 }

@@ -198,9 +198,11 @@ std::optional<SpecError> ValidateLimits(const Limits& l) {
     return SpecError{"limits.open_files", "must be at most " + std::to_string(kMaxOpenFiles)};
   }
   if (auto e = Positive("limits.address_space_bytes", l.address_space_bytes)) return e;
-  if (l.cpu && !(*l.cpu > 0 && *l.cpu <= kMaxCpus)) {
-    return SpecError{"limits.cpu", "must be a number of CPUs above 0 and at most " +
-                                       std::to_string(static_cast<int>(kMaxCpus))};
+  if (l.cpu && !(*l.cpu >= kMinCpus && *l.cpu <= kMaxCpus)) {
+    return SpecError{"limits.cpu",
+                     "must be a number of CPUs at least 0.01 (the kernel's smallest quota, 1 ms "
+                     "of each 100 ms) and at most " +
+                         std::to_string(static_cast<int>(kMaxCpus))};
   }
   if (auto e = Positive("limits.disk_bytes", l.disk_bytes)) return e;
   if (auto e = Positive("limits.disk_inodes", l.disk_inodes)) return e;

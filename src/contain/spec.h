@@ -34,6 +34,9 @@ struct Limits {
 
 // The largest `limits.cpu`: more CPUs than any host has.
 inline constexpr double kMaxCpus = 4096;
+// The smallest: the kernel's smallest quota, 1 ms of each 100 ms period.
+// Less would be enforced as this, a claim about another limit.
+inline constexpr double kMinCpus = 0.01;
 // The longest timeout or grace: a year. Longer is a mistake, and a year in
 // nanoseconds still fits beside any steady_clock time point (INT64_MAX
 // milliseconds made the deadline overflow and pass at once).

@@ -93,6 +93,7 @@ TEST(SpecTest, LimitsMustBePositive) {
       {[](Limits& l) { l.pids = -1; }, "limits.pids"},
       {[](Limits& l) { l.pids = (int64_t{4} << 20) + 1; }, "limits.pids"},
       {[](Limits& l) { l.cpu_seconds = 0; }, "limits.cpu_seconds"},
+      {[](Limits& l) { l.cpu = 0.001; }, "limits.cpu"},  // enforced would be 0.01
       {[](Limits& l) { l.file_size_bytes = 0; }, "limits.file_size_bytes"},
       {[](Limits& l) { l.open_files = 0; }, "limits.open_files"},
       {[](Limits& l) { l.open_files = 1 << 21; }, "limits.open_files"},

@@ -69,6 +69,7 @@ BAD = [
     (["--isolation", "none", "--ro-bind", "/etc"], "--bind/--ro-bind"),
     (["--policy", "/nonexistent/policy.toml"], "--policy"),
     (["--workspace", "/"], "--workspace"),
+    (["--cpus", "0.0001"], "--cpus"),  # the smallest quota is 0.01
     (["--pin", "0" * 64], "--pin"),  # without --closure: nothing to verify
     (["--isolation", "none", "--network", "none"], "--network"),
     (["--isolation", "none", "--tmp-size", "1M"], "--tmp-size"),

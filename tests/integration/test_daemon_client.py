@@ -81,6 +81,7 @@ def test_validation_errors_carry_the_field(client):
         (dict(argv=["/bin/true"], env={"A=B": "x"}), "env"),
         (dict(argv=["/bin/true"], require=["nothing"]), "require"),
         (dict(argv=["/bin/true"], workspace="rel"), "workspace"),
+        (dict(argv=["/bin/true"], limits={"cpu": 1e-9}), "limits.cpu"),
     ]
     for kwargs, field in cases:
         with pytest.raises(ValidationError) as e:
