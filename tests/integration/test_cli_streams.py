@@ -66,9 +66,10 @@ def drained(cordon, read_end):
 
 
 def test_a_reader_that_stops_reading_does_not_hold_up_the_deadline(state, tmp_path):
+    # 20 MiB, twice what --output-limit keeps, well before the deadline.
     cordon, read_end, sleeper = stalled(
-        state, tmp_path, "--timeout", "1",
-        shell="sleep 600 & echo $! > $PIDFILE; while :; do head -c 65536 /dev/zero; done")
+        state, tmp_path, "--timeout", "3",
+        shell="sleep 600 & echo $! > $PIDFILE; head -c 20M /dev/zero; sleep 600")
     try:
         # Nobody reads cordon's stdout, yet the deadline tears the tree
         # down: before, cordon sat in write() and the tree lived on.
@@ -78,7 +79,7 @@ def test_a_reader_that_stops_reading_does_not_hold_up_the_deadline(state, tmp_pa
     finally:
         passed, err = drained(cordon, read_end)
     assert cordon.returncode == 124, err
-    assert b"timed out after 1000 ms" in err
+    assert b"timed out after 3000 ms" in err
     assert passed == 10 * 1024 * 1024  # what --output-limit kept, all of it
 
 
