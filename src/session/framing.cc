@@ -52,8 +52,18 @@ std::string AnsiCQuote(std::string_view bytes) {
 std::string NewNonce() { return "cordon-end-" + sys::RandomHex(16); }
 
 std::string MarkerLines(const std::string& nonce) {
-  return "builtin printf '%s %d\\n' " + nonce + " \"$?\"\nbuiltin printf '%s\\n' " + nonce +
-         " >&2\n";
+  return "builtin printf '%s %d\\n' " + nonce + " \"$?\" >&${" + std::string(kMarkerOut) +
+         ":-1}\nbuiltin printf '%s\\n' " + nonce + " >&${" + std::string(kMarkerErr) + ":-2}\n";
+}
+
+std::string MarkerDescriptors() {
+  // `{name}>&1` has bash take the lowest free descriptor from 10 and name
+  // it; where none is left (a low RLIMIT_NOFILE) the names stay unset and
+  // the markers go to 1 and 2, as without them. Read-only, so a command
+  // cannot point them elsewhere; a redirection error goes to the bootstrap's
+  // output, which no execution sees.
+  return "exec {" + std::string(kMarkerOut) + "}>&1 {" + std::string(kMarkerErr) +
+         "}>&2\nreadonly " + std::string(kMarkerOut) + " " + std::string(kMarkerErr) + "\n";
 }
 
 void FrameReader::Expect(std::string nonce, bool with_status) {

@@ -24,10 +24,20 @@ std::string AnsiCQuote(std::string_view bytes);
 // "cordon-end-" and 32 random hex digits.
 std::string NewNonce();
 
+// The shell variables naming the descriptors the end markers are written to:
+// copies of the shell's own stdout and stderr, made at its start, so that a
+// command that moves or closes its shell's stdout or stderr (`exec
+// 2>/dev/null`, `exec >log`, `exec 1>&-`) does not take the markers with it.
+inline constexpr std::string_view kMarkerOut = "__cordon_marker_out";
+inline constexpr std::string_view kMarkerErr = "__cordon_marker_err";
+
+// The lines that make a shell keep those copies: sent once, first.
+std::string MarkerDescriptors();
+
 // The lines that make the shell print the end markers for `nonce`: on
 // stdout "<nonce> <status>\n" (the status of the command before them), on
-// stderr "<nonce>\n". Builtins only, so a function or alias named printf
-// cannot interfere. One line each: a SIGINT that lands while bash runs a
+// stderr "<nonce>\n", each through its copy where the shell has one. Builtins only, so a function
+// or alias named printf cannot interfere. One line each: a SIGINT that lands while bash runs a
 // command substitution can abort the command and then, once more, the next
 // line after its first command has run; with both markers on one line, the
 // stderr marker never came and the execution never ended.

@@ -110,7 +110,7 @@ sys::Result<void> Shell::Attach() {
   std::string nonce = NewNonce();
   out_frame_.Expect(nonce, true);
   err_frame_.Expect(nonce, false);
-  Send(std::string(kBootstrap) + MarkerLines(nonce));
+  Send(std::string(kBootstrap) + MarkerDescriptors() + MarkerLines(nonce));
   return {};
 }
 

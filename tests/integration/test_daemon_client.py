@@ -179,6 +179,30 @@ def test_a_waiting_exec_is_answered_at_its_own_deadline(client):
         assert "ran" not in [f["name"] for f in s.list_files()]  # it never ran
 
 
+def test_a_command_that_moves_its_shells_output_does_not_wedge_the_session(client):
+    # Before, the end markers went where the command sent the shell's
+    # stdout or stderr: each exec below hung until its deadline and the
+    # session was invalidated.
+    with client.session("py-redirected") as s:
+        for command, stdout, stderr in [
+            ("exec 2>/dev/null", "", ""),
+            ("echo out; echo err >&2", "out\n", ""),  # stderr stays at /dev/null
+            ("exec 3>&1 >$HOME/log; echo hidden", "", ""),
+            ("echo shown >&3; cat $HOME/log >&3", "shown\nhidden\n", ""),
+            ("exec 1>&-", "", ""),
+            ("echo gone >&3", "gone\n", ""),
+        ]:
+            r = s.exec(command, timeout_ms=20000)
+            assert (r["timed_out"], r["invalidated"], r["exit_code"]) == (False, False, 0), (command, r)
+            assert (r["stdout"], r["stderr"]) == (stdout, stderr), (command, r)
+        # The copies cannot be pointed elsewhere, and a fresh status still
+        # comes through them.
+        moved = s.exec("exec {__cordon_marker_out}>/dev/null", timeout_ms=20000)
+        assert moved["timed_out"] is False and moved["exit_code"] != 0, moved
+        assert s.exec("exit 7", timeout_ms=20000)["exit_code"] == 7
+        assert s.exec("echo back >&2", timeout_ms=20000)["stderr"] == "back\n"
+
+
 def test_timeout_ladder_invalidation_and_a_new_generation(client):
     s = client.session("py-ladder", limits={"grace_ms": 200})
     s.put_file("old.txt", b"old")
