@@ -18,6 +18,7 @@
 #include "contain/probe_cache.h"
 #include "run/run_sync.h"
 #include "sys/fd.h"
+#include "sys/signalfd.h"
 #include "sys/text.h"
 
 namespace cordon::cli {
@@ -305,7 +306,7 @@ void Explain(const run::RunResult& r, const contain::Spec& spec, int cancel_sign
     note("timed out after " + std::to_string(*spec.limits.timeout_ms) + " ms; " + torn_down);
   }
   if (r.outcome == run::Outcome::kCancelled && cancel_signal != 0 && r.release.dead) {
-    note(std::string("cancelled by SIG") + ::sigabbrev_np(cancel_signal) + "; " + torn_down);
+    note("cancelled by " + sys::SignalName(cancel_signal) + "; " + torn_down);
   }
   if (r.outcome == run::Outcome::kOomKilled) note("killed: out of memory (--memory)");
   for (const auto* s : {&r.out, &r.err}) {
@@ -415,7 +416,7 @@ int Execute(const RunArgs& a) {
   if (a.json) {
     nlohmann::json out = run::ToJson(r);
     if (ran->cancel_signal != 0) {
-      out["cancelled_by"] = std::string("SIG") + ::sigabbrev_np(ran->cancel_signal);
+      out["cancelled_by"] = sys::SignalName(ran->cancel_signal);
     }
     PrintJson(out);
   } else {

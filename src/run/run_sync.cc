@@ -129,9 +129,11 @@ std::expected<SyncResult, contain::AdmitError> RunSync(const contain::Spec& spec
   if (!reactor) return std::unexpected(Internal(reactor.error()));
   std::optional<sys::SignalFd> signals;
   if (options.cancel_on_signals) {
-    // Blocked before anything is spawned, so a Ctrl-C cannot kill the
-    // supervisor between admission and teardown.
-    auto fd = sys::SignalFd::Create({SIGINT, SIGTERM, SIGHUP});
+    // Blocked before anything is spawned, so a Ctrl-C (or any signal that
+    // would end the supervisor) cannot kill it between admission and
+    // teardown, leaving the tree running. One that is ignored (nohup's
+    // SIGHUP, SIGPIPE) stays ignored: the kernel drops it unqueued.
+    auto fd = sys::SignalFd::Create(sys::CatchableEndingSignals());
     if (!fd) return std::unexpected(Internal(fd.error()));
     signals.emplace(std::move(*fd));
   }

@@ -21,8 +21,9 @@ namespace cordon::run {
 struct SyncOptions {
   ExecutionOptions execution;
   contain::Signaller* signaller = nullptr;  // null: the kernel's
-  // SIGINT, SIGTERM and SIGHUP cancel the run (the CLI's Ctrl-C): they are
-  // blocked while it runs and read from a signalfd.
+  // A signal that would end the supervisor (SIGINT, the CLI's Ctrl-C,
+  // SIGTERM, SIGHUP, SIGUSR1, ...: sys::CatchableEndingSignals) cancels the
+  // run instead: they are blocked while it runs and read from a signalfd.
   bool cancel_on_signals = false;
   // The command's output goes on to cordon's own stdout and stderr as it
   // is captured (instead of execution.on_output), without ever blocking the

@@ -3,9 +3,26 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cstring>
+
 namespace cordon::sys {
 
-Result<SignalFd> SignalFd::Create(std::initializer_list<int> signals) {
+std::vector<int> CatchableEndingSignals() {
+  std::vector<int> signals = {SIGHUP,    SIGINT,  SIGQUIT, SIGUSR1,   SIGUSR2, SIGALRM, SIGTERM,
+                              SIGSTKFLT, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) signals.push_back(sig);
+  return signals;
+}
+
+std::string SignalName(int sig) {
+  if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
+    return sig == SIGRTMIN ? "SIGRTMIN" : "SIGRTMIN+" + std::to_string(sig - SIGRTMIN);
+  }
+  if (const char* name = ::sigabbrev_np(sig); name != nullptr) return std::string("SIG") + name;
+  return "signal " + std::to_string(sig);
+}
+
+Result<SignalFd> SignalFd::Create(std::span<const int> signals) {
   sigset_t set;
   sigemptyset(&set);
   for (int s : signals) sigaddset(&set, s);

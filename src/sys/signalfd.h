@@ -4,15 +4,27 @@
 
 #include <signal.h>
 
-#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "sys/fd.h"
 
 namespace cordon::sys {
 
+// The signals that end a process by default and that it can catch: all but
+// SIGKILL, those the kernel sends for the process's own faults (SIGSEGV,
+// SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT) and SIGPIPE (a write to
+// a reader that left is an error its writer handles). Real-time signals included, from SIGRTMIN
+// (the C library keeps the ones below it for itself).
+std::vector<int> CatchableEndingSignals();
+
+// "SIGUSR1", "SIGRTMIN+3": a signal's name as kill(1) writes it.
+std::string SignalName(int sig);
+
 class SignalFd final {
  public:
-  static Result<SignalFd> Create(std::initializer_list<int> signals);
+  static Result<SignalFd> Create(std::span<const int> signals);
   SignalFd(SignalFd&& other) noexcept;
   SignalFd& operator=(SignalFd&&) = delete;
   SignalFd(const SignalFd&) = delete;

@@ -206,6 +206,27 @@ TEST_F(CliTest, TheSignalThatCancelledARunIsNamedOnStderrAndInTheJson) {
   EXPECT_EQ(result["release"]["dead"], true);
 }
 
+// Before, any signal that ends a process but INT, TERM and HUP killed
+// cordon itself: the tree ran on and its grant stayed active until a reap.
+TEST_F(CliTest, EverySignalThatWouldEndCordonCancelsTheRunInstead) {
+  for (int sig : {SIGUSR1, SIGUSR2, SIGALRM, SIGQUIT, SIGRTMIN + 2}) {
+    std::string pidfile = work_ / ("gc." + std::to_string(sig));
+    Cordon c(RunArgs({"--json", "--isolation", "none", "--shell",
+                      "sleep 60 & echo $! > " + pidfile + "; sleep 60"}));
+    auto grandchild = ReadPidFile(pidfile);
+    ASSERT_TRUE(grandchild) << sig;
+    ::kill(c.pid(), sig);
+    Ran r = c.Wait();
+    EXPECT_EQ(r.status, 128 + sig) << sig;
+    json result = json::parse(r.out);
+    EXPECT_EQ(result["outcome"], "cancelled") << sig;
+    EXPECT_EQ(result["cancelled_by"],
+              sig == SIGRTMIN + 2 ? "SIGRTMIN+2" : "SIG" + std::string(::sigabbrev_np(sig)));
+    EXPECT_EQ(result["release"]["dead"], true) << sig;
+    EXPECT_TRUE(Exited(*grandchild)) << sig;
+  }
+}
+
 TEST_F(CliTest, AKilledSupervisorsTreeIsReaped) {
   if (std::string why = NoTreeWithoutIsolation(); !why.empty()) GTEST_SKIP() << why;
   std::string pidfile = work_ / "gc.pid";
