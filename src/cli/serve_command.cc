@@ -459,8 +459,9 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "How long after SIGKILL death must be seen before a teardown is unverified (default 5)")
       ->type_name("SEC");
   opt("--mcp-output-limit", a.mcp_output_limit,
-      "The most bytes of each output stream (stdout, stderr) in an MCP tool result; past it "
-      "the output is cut on a UTF-8 boundary and says how much was left out (default 64K)")
+      "The most bytes of each output stream (stdout, stderr), and of a python session's "
+      "results and error, in an MCP tool result; past it the output is cut on a UTF-8 boundary "
+      "and says how much was left out (default 64K)")
       ->type_name("BYTES");
   opt("--mcp-session-ttl", a.mcp_session_ttl,
       "An MCP session (Mcp-Session-Id at /mcp) idle this long is ended: its id gets 404, and "

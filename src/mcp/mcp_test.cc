@@ -104,6 +104,26 @@ TEST(BoundOutput, CutsMarksAndCounts) {
   EXPECT_EQ(utf8.text, euro + "\n[... 3 bytes truncated]");
 }
 
+TEST(BoundStrings, KeepsStringsInOrderUntilTheBudgetIsUsedUp) {
+  nlohmann::json results = nlohmann::json::parse(
+      R"([{"data": {"text/plain": "abcd", "text/html": "0123456789"}, "metadata": {}},
+          {"data": {"text/plain": "xyz"}, "n": 5}])");
+  uint64_t budget = 100;
+  nlohmann::json whole = results;
+  EXPECT_FALSE(BoundStrings(whole, budget));
+  EXPECT_EQ(whole, results);
+  EXPECT_EQ(budget, 83u);
+
+  budget = 9;
+  EXPECT_TRUE(BoundStrings(results, budget));
+  EXPECT_EQ(budget, 0u);
+  // nlohmann's objects iterate in key order: text/html before text/plain.
+  EXPECT_EQ(results[0]["data"]["text/html"], "012345678\n[... 1 bytes truncated]");
+  EXPECT_EQ(results[0]["data"]["text/plain"], "\n[... 4 bytes truncated]");
+  EXPECT_EQ(results[1]["data"]["text/plain"], "\n[... 3 bytes truncated]");
+  EXPECT_EQ(results[1]["n"], 5);
+}
+
 TEST(Tools, EveryToolHasBothSchemas) {
   const char* names[] = {"run",           "session_create", "session_exec", "session_interrupt",
                          "session_close", "session_list",   "file_write",   "file_read",

@@ -29,4 +29,23 @@ Bounded BoundOutput(std::string text, uint64_t limit, uint64_t produced, bool ca
   return b;
 }
 
+bool BoundStrings(nlohmann::json& value, uint64_t& budget) {
+  if (value.is_string()) {
+    auto& text = value.get_ref<std::string&>();
+    const uint64_t size = text.size();
+    if (size <= budget) {
+      budget -= size;
+      return false;
+    }
+    text = BoundOutput(std::move(text), budget).text;
+    budget = 0;
+    return true;
+  }
+  bool cut = false;
+  if (value.is_structured()) {
+    for (auto& item : value) cut |= BoundStrings(item, budget);
+  }
+  return cut;
+}
+
 }  // namespace cordon::mcp

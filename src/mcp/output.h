@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -26,5 +27,10 @@ struct Bounded {
 // N counting every byte produced and not kept.
 Bounded BoundOutput(std::string text, uint64_t limit, uint64_t produced = 0,
                     bool capture_truncated = false);
+
+// Every string in `value` (a kernel's mime bundles, a traceback), in
+// document order, bounded as BoundOutput bounds a stream, by what is left of
+// `budget`, which they use up as they are kept. True if anything was cut.
+bool BoundStrings(nlohmann::json& value, uint64_t& budget);
 
 }  // namespace cordon::mcp

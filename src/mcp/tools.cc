@@ -191,26 +191,36 @@ json ExecStructured(session::ExecResult& r, uint64_t limit, json& images) {
     jupyter::ExecuteOutput& k = *r.kernel;
     Bounded out = BoundOutput(std::move(k.stdout_text), limit);
     Bounded err = BoundOutput(std::move(k.stderr_text), limit);
-    for (const auto& result : k.results) {
-      const json& data = result.is_object() ? result.value("data", json::object()) : json();
-      if (data.is_object() && data.contains("image/png") && data["image/png"].is_string()) {
-        // Jupyter's base64 may be wrapped in lines; MCP's is plain.
-        std::string png = data["image/png"].get<std::string>();
+    for (auto& result : k.results) {
+      json* data = result.is_object() && result.contains("data") ? &result["data"] : nullptr;
+      if (data && data->is_object() && data->contains("image/png") &&
+          (*data)["image/png"].is_string()) {
+        // Jupyter's base64 may be wrapped in lines; MCP's is plain. It goes
+        // as image content, and only its size stays in the result.
+        std::string png = (*data)["image/png"].get<std::string>();
         std::erase_if(png, [](char c) { return c == '\n' || c == '\r' || c == ' '; });
+        (*data)["image/png"] =
+            "[" + std::to_string(png.size()) + " bytes of base64, sent as image content]";
         images.push_back({{"type", "image"}, {"data", std::move(png)}, {"mimeType", "image/png"}});
       }
     }
-    return {{"status", k.status.empty() ? "error" : k.status},
-            {"stdout", std::move(out.text)},
-            {"stderr", std::move(err.text)},
-            {"results", k.results},
-            {"error", k.error},
-            {"execution_count", k.execution_count ? json(*k.execution_count) : json()},
-            {"truncated", k.truncated || out.truncated || err.truncated},
-            {"timed_out", r.timed_out},
-            {"invalidated", r.invalidated},
-            {"oom_killed", r.oom_killed},
-            {"duration_ms", r.duration_ms}};
+    // The results (a repr, an HTML table) and the traceback are bounded as
+    // the streams are: each within the limit, whatever their shape.
+    uint64_t results_budget = limit, error_budget = limit;
+    const bool results_cut = BoundStrings(k.results, results_budget);
+    const bool error_cut = BoundStrings(k.error, error_budget);
+    return {
+        {"status", k.status.empty() ? "error" : k.status},
+        {"stdout", std::move(out.text)},
+        {"stderr", std::move(err.text)},
+        {"results", k.results},
+        {"error", k.error},
+        {"execution_count", k.execution_count ? json(*k.execution_count) : json()},
+        {"truncated", k.truncated || out.truncated || err.truncated || results_cut || error_cut},
+        {"timed_out", r.timed_out},
+        {"invalidated", r.invalidated},
+        {"oom_killed", r.oom_killed},
+        {"duration_ms", r.duration_ms}};
   }
   Bounded out = BoundOutput(std::move(r.out.data), limit, r.out.bytes, r.out.truncated);
   Bounded err = BoundOutput(std::move(r.err.data), limit, r.err.bytes, r.err.truncated);
@@ -573,7 +583,9 @@ std::vector<Tool> MakeTools() {
   tools.push_back(Tool{
       "session_exec",
       "Run a command in a shell session (command), or code in a python session (code). A "
-      "command that ran is never an error: see exit_code (shell) or status and error (python).",
+      "command that ran is never an error: see exit_code (shell) or status and error (python). "
+      "Each output stream, and a python session's results and error, is cut past the server's "
+      "--mcp-output-limit.",
       Input({{"id", Schema(kSessionId)},
              {"command", {{"type", "string"}, {"description", "A shell session's command line."}}},
              {"code", {{"type", "string"}, {"description", "A python session's code."}}},

@@ -253,6 +253,20 @@ async function exercisePython(client) {
   r = ok(await call(client, 'session_exec', { id, code: '1/0' }), 'python exception');
   assert.equal(r.status, 'error');
   assert.equal(r.error.ename, 'ZeroDivisionError');
+  // A result and a traceback are bounded as the streams are (before, a
+  // 100 kB repr or exception came whole, whatever --mcp-output-limit said).
+  r = ok(await call(client, 'session_exec', { id, code: "'x' * 100000" }), 'a large result');
+  const plain = r.results[0].data['text/plain'];
+  assert.ok(Buffer.byteLength(plain) <= OUTPUT_LIMIT + 64, `a result of ${plain.length} bytes`);
+  assert.match(plain, /^'x{4095}\n\[\.\.\. 95906 bytes truncated\]$/);
+  assert.equal(r.truncated, true);
+  r = ok(await call(client, 'session_exec', { id, code: "raise ValueError('y' * 100000)" }),
+    'a large exception');
+  assert.equal(r.error.ename, 'ValueError');
+  assert.ok(r.error.evalue.endsWith(' bytes truncated]'), r.error.evalue.slice(-80));
+  const errorBytes = Buffer.byteLength(JSON.stringify(r.error));
+  assert.ok(errorBytes < 2 * OUTPUT_LIMIT, `an error of ${errorBytes} bytes`);
+  assert.equal(r.truncated, true);
   const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
   const shown = await call(client, 'session_exec', { id,
     code: `import base64\nfrom IPython.display import Image, display\ndisplay(Image(data=base64.b64decode('${png}')))` });
@@ -261,6 +275,8 @@ async function exercisePython(client) {
   assert.equal(images.length, 1, JSON.stringify(shown.content));
   assert.equal(images[0].mimeType, 'image/png');
   assert.equal(images[0].data, png);
+  // Once, as an image: the bundle keeps its size only.
+  assert.ok(!JSON.stringify(shown.structuredContent).includes(png), 'the image twice');
   failed(await call(client, 'session_exec', { id, code: '1', stdin: 'x' }), 'stdin', 'stdin for python');
   // Progress: the message is the latest line of the kernel's stream output
   // so far (from iopub, as it comes).
