@@ -104,11 +104,15 @@ nlohmann::json Survivors(const contain::Release& r, const std::string& why) {
   return problem;
 }
 
+std::string RuntimeName(const std::string& kind) {
+  return kind == "python" ? "the kernel" : "the shell";
+}
+
 // Why a runtime of `kind` ended, as its session's problem says it: what the
 // runtime knows, or else what its end was.
 std::string EndedWhy(const std::string& kind, const Runtime::Ended& ended, bool was_starting) {
   if (!ended.why.empty()) return ended.why;
-  const std::string what = kind == "python" ? "the kernel" : "the shell";
+  const std::string what = RuntimeName(kind);
   if (ended.end == Runtime::End::kInvalidated) {
     return what + " did not come back within the grace after SIGINT; its tree was torn down";
   }
@@ -384,6 +388,7 @@ void Sessions::Relaunch(Session& s, const std::string& what) {
         s.relaunching = false;
         if (auto failed = Started(s, Attached(std::move(made)))) {
           s.state = "invalidated";
+          KeepRevivable(s);
           s.problem = {{"message", what + " could not be restarted: " + failed->message}};
           Record(s);
           FailQueue(s, Error{Kind::kConflict, "session " + id + " is invalidated", "", s.problem});
@@ -753,6 +758,7 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
   }
   finish_exec(true, false);
   s->state = "invalidated";
+  if (!was_starting) KeepRevivable(*s);
   const std::string why = EndedWhy(s->kind, ended, was_starting);
   if (ended.end == Runtime::End::kExited && observer_.died) observer_.died(s->kind);
   s->problem = {{"message", why}};
@@ -763,6 +769,15 @@ void Sessions::OnEnded(const std::string& id, int64_t generation, Runtime::Ended
       "session " + id + " is invalidated: " + why + "; create it again for a new generation", "",
       nullptr};
   FailQueue(*s, error);
+}
+
+void Sessions::KeepRevivable(const Session& s) {
+  revivable_[s.id] = {s.generation, s.spec, Clock::now() + std::chrono::milliseconds(s.ttl_ms)};
+  if (revivable_.size() <= options_.max_sessions) return;
+  auto oldest = std::min_element(
+      revivable_.begin(), revivable_.end(),
+      [](const auto& a, const auto& b) { return a.second.until < b.second.until; });
+  revivable_.erase(oldest);
 }
 
 void Sessions::Quarantine(Session& s, const contain::Release& release, const std::string& why) {
@@ -1068,6 +1083,20 @@ void Sessions::Restart(const std::string& id, std::function<void(Outcome<nlohman
   auto found = Existing(id);
   if (!found) return done(std::unexpected(found.error()));
   Session* s = *found;
+  auto revivable = revivable_.find(id);
+  if (s->state == "invalidated" && !s->closing && !s->runtime && !s->relaunching &&
+      revivable != revivable_.end() && revivable->second.generation == s->generation &&
+      Clock::now() < revivable->second.until) {
+    // Its runtime died or was torn down (a deadline, an interrupt not
+    // heeded): a fresh one in the same generation and workspace, as a
+    // Jupyter server restarts a dead kernel.
+    s->spec = std::move(revivable->second.spec);
+    revivable_.erase(revivable);
+    s->restart_waiters.push_back(std::move(done));
+    Log("session_restart", *s);
+    Relaunch(*s, RuntimeName(s->kind));
+    return;
+  }
   if (auto e = Unusable(*s)) return done(std::unexpected(*e));
   s->restart_waiters.push_back(std::move(done));
   if (s->state == "starting" || s->restarting) return;  // the next ready answers it
@@ -1147,6 +1176,7 @@ void Sessions::OnWorkspace(const std::string& id, std::function<void(int workspa
 void Sessions::Tick() {
   retired_.clear();
   const auto now = Clock::now();
+  std::erase_if(revivable_, [&](const auto& e) { return e.second.until <= now; });
   std::vector<Session*> cull;
   // An ended session is let go once it has settled and its record says
   // so: what ended is kept on record, not in the daemon's memory. A record

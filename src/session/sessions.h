@@ -278,6 +278,15 @@ class Sessions final {
     std::chrono::steady_clock::time_point starting_since;
     int clients = 0;  // websocket clients connected (ClientConnected)
   };
+  // What a restart needs to start an invalidated session again in its
+  // workspace (Restart): its spec, which no record keeps (env values), for
+  // its idle TTL after its end. At most max_sessions, the oldest dropped.
+  struct Revivable {
+    int64_t generation = 0;
+    contain::Spec spec;
+    std::chrono::steady_clock::time_point until;
+  };
+  void KeepRevivable(const Session& s);
 
   // Where a runtime's events go: a pool entry until it is handed out, then
   // a session's generation.
@@ -409,6 +418,7 @@ class Sessions final {
   // Runtimes that ended and were replaced; destroyed at the next tick or
   // with the Sessions, never from inside their own callbacks.
   std::vector<std::unique_ptr<Runtime>> retired_;
+  std::map<std::string, Revivable> revivable_;  // by session id
   // Cold creates whose workspace is being made, by id: the creates of that
   // id that came meanwhile, answered with it.
   std::map<std::string, std::vector<std::function<void(Outcome<Created>)>>> preparing_;

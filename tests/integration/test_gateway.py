@@ -1327,6 +1327,49 @@ def test_a_kernel_in_use_over_its_websocket_is_not_culled_as_idle(tmp_path):
         stop_cordon(d)
 
 
+def test_a_dead_kernel_is_restarted_in_its_workspace_until_the_idle_ttl(tmp_path):
+    """A kernel that died (or was torn down) restarts as a Jupyter server
+    restarts it: same id, same workspace, a fresh process. Before, a
+    restart of a dead kernel was 409, so a notebook's "Restart kernel" could
+    not bring it back. Held for --session-idle-ttl after its death; then it
+    is on record only, and a restart says it cannot."""
+    root = GW_CGROUP_ROOT + "-revive"
+    d = start_cordon(tmp_path / "state", "--session-idle-ttl", "3s", cgroup_root=root)
+    try:
+        gw = Gateway(d.url, d.token)
+        kid = gw.create_kernel()["id"]
+
+        def die():
+            ws = gw.connect(kid)
+            try:
+                gw.send_execute(ws, "import os\nos._exit(3)")
+            finally:
+                ws.close()
+            assert wait_for(lambda: gw.kernel(kid).json()["execution_state"] == "dead"), \
+                gw.kernel(kid).text
+
+        assert gw.execute(kid, "lost = open('kept.txt', 'w').write('kept')").complete
+        die()
+        r = gw.restart(kid)
+        assert r.status_code == 200, (r.status_code, r.text)
+        assert r.json()["id"] == kid
+        gw.wait_ready(kid)
+        assert gw.execute(kid, "print(open('kept.txt').read(), end='')").stdout == "kept"
+        assert gw.execute(kid, "lost").error["ename"] == "NameError"
+        assert kid in [k["id"] for k in gw.kernels()]
+
+        die()
+        time.sleep(3 * 3)  # three TTLs: let go, on record only
+        r = gw.restart(kid)
+        assert r.status_code == 409, (r.status_code, r.text)
+        assert "invalidated" in r.json()["message"], r.text
+        assert gw.kernel(kid).json()["execution_state"] == "dead"
+        assert pids_in_cgroup_tree(root) - {d.pid} == set(), \
+            describe(pids_in_cgroup_tree(root) - {d.pid})
+    finally:
+        stop_cordon(d)
+
+
 def test_a_message_larger_than_the_queue_bound_reaches_a_client_that_reads(tmp_path):
     """--ws-max-queued bounds what waits behind the message being written:
     a client that reads gets a result larger than the bound, and the reply

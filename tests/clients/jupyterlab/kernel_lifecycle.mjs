@@ -267,6 +267,24 @@ test('4. kernel.restart(): same id, state cleared, reconnected, executes', async
   daemon.assertAlive();
 });
 
+// The kernel dies: the connection sees `dead` and disposes itself, as
+// JupyterLab's does. Its "Restart kernel" then restarts it over REST and
+// connects again. Before, that restart was 409 and the kernel stayed dead.
+test('4b. a kernel that died is restarted and connected to again', async () => {
+  const model = { ...kernel.model };
+  const died = execute(kernel, 'import os\nos._exit(3)').catch(() => {});
+  await waitForStatus(kernel, 'dead', 'after os._exit');
+  await died;
+  assert.ok(kernel.isDisposed, 'a dead kernel connection stays open');
+  await within(services.KernelAPI.restartKernel(model.id, settings), 'POST .../restart');
+  kernel = await connect(model, 'after the restart of a dead kernel');
+  const fresh = await unaborted(() => execute(kernel, 'y = 5\ny * 3'));
+  assert.equal(fresh.reply.status, 'ok');
+  assert.deepEqual(fresh.results, ['15']);
+  assertNothingUncaught();
+  daemon.assertAlive();
+});
+
 test('5. lists running kernels; shuts the kernel down', async () => {
   assert.ok((await runningIds()).includes(kernelId), 'the kernel is not listed');
   await within(kernel.shutdown(), 'kernel.shutdown()');
