@@ -648,6 +648,19 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     RespondJson(status, ToJson(ApiError{status, code, message, "", nullptr}));
   }
 
+  // A request Beast could not parse (a bad request line or field, a
+  // Content-Length given twice or not a number, one with Transfer-Encoding,
+  // a bad chunk) is answered 400, saying why, and the connection closes:
+  // where a next request would start is unknown. One the client left
+  // before it was whole has nobody to answer.
+  bool Malformed(beast::error_code ec, const char* what) {
+    if (ec.category() != http::make_error_code(http::error::bad_method).category()) return false;
+    const auto e = static_cast<http::error>(ec.value());
+    if (e < http::error::bad_line_ending || e > http::error::bad_obs_fold) return false;
+    Fail(400, "malformed", std::string("the request ") + what + " is malformed: " + ec.message());
+    return true;
+  }
+
   void OnHeader(beast::error_code ec) {
     request_ = Request{};
     request_.id = NewRequestId();
@@ -657,6 +670,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
       return Fail(431, "too_large",
                   "the request header is over " + std::to_string(limits_.header_bytes) + " bytes");
     }
+    if (Malformed(ec, "header")) return;
     if (ec) return Close();
     keep_alive_ = parser_->get().keep_alive();
     if (admission_ == Admission::kReserve) {
@@ -705,6 +719,7 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     if (ec == http::error::body_limit) {
       return Fail(413, "too_large", "the body is over the limit of " + std::to_string(limit));
     }
+    if (Malformed(ec, "body")) return;
     if (ec) return Close();
     request_.message = parser_->release();
     std::string target(request_.message.target());

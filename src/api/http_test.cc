@@ -385,6 +385,55 @@ TEST(HttpTimeoutTest, AnIdleKeepAliveConnectionIsClosedQuietly) {
   EXPECT_EQ(rest.bytes, "") << "closed quietly, without an answer";
 }
 
+// Before, each was closed without an answer (and without a log line).
+TEST(HttpMalformedTest, ARequestThatCannotBeParsedGets400SayingWhyAndNothingHandlesIt) {
+  std::atomic<int> handled = 0;
+  HttpTestServer server([&](Request r, std::shared_ptr<Exchange> ex) {
+    ++handled;
+    Ok(std::move(r), std::move(ex));
+  });
+  const std::pair<const char*, std::string> cases[] = {
+      {"bad Content-Length",
+       "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc"},
+      {"bad Content-Length", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n"},
+      {"bad Content-Length",
+       "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"},
+      {"bad chunk",
+       "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"},
+      {"bad method", "G(T /x HTTP/1.1\r\nHost: a\r\n\r\n"},
+      {"bad version", "GET /x HTTP/9\r\nHost: a\r\n\r\n"},
+      {"bad field", "GET /x HTTP/1.1\r\nHo st: a\r\n\r\n"},
+  };
+  for (const auto& [why, request] : cases) {
+    RawClient client(server.port());
+    ASSERT_TRUE(client.connected());
+    ASSERT_TRUE(client.Send(request));
+    auto got = client.ReadToEnd();
+    EXPECT_TRUE(got.eof) << request;
+    EXPECT_TRUE(got.bytes.starts_with("HTTP/1.1 400 ")) << request << "\n" << got.bytes;
+    EXPECT_TRUE(Has(got.bytes, "\"malformed\"")) << got.bytes;
+    EXPECT_TRUE(Has(got.bytes, why)) << why << " not in " << got.bytes;
+    EXPECT_TRUE(Has(got.bytes, "Connection: close")) << got.bytes;
+  }
+  EXPECT_EQ(handled, 0);
+
+  // After a good request on the same connection too; a client that leaves
+  // mid-request is not answered.
+  RawClient client(server.port());
+  ASSERT_TRUE(client.Send("GET /first HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto first = client.ReadResponse();
+  ASSERT_TRUE(first.bytes.starts_with("HTTP/1.1 200 ")) << first.bytes;
+  ASSERT_TRUE(client.Send("GET /x HTTP/1.1\r\nHo st: a\r\n\r\n"));
+  auto second = client.ReadToEnd();
+  EXPECT_TRUE(second.bytes.starts_with("HTTP/1.1 400 ")) << second.bytes;
+  RawClient leaving(server.port());
+  ASSERT_TRUE(leaving.Send("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc"));
+  ::shutdown(leaving.fd(), SHUT_WR);
+  auto left = leaving.ReadToEnd();
+  EXPECT_TRUE(left.eof);
+  EXPECT_EQ(left.bytes, "");
+}
+
 TEST(HttpTimeoutTest, OnKeepAliveTheHeaderTimeoutStartsWithTheFirstByte) {
   HttpTestServer server(Ok, Timeouts(300ms, 30s, 30s));
   RawClient client(server.port());
