@@ -48,6 +48,7 @@ struct ServeArgs {
   std::string default_memory = "1G", default_pids = "512", default_cpu = "1", default_disk = "10G",
               default_inodes = "1048576";
   std::string max_memory, max_pids, max_cpu, max_disk, max_inodes;
+  std::string min_isolation = "standard";
   std::map<std::string, CLI::Option*> options;
   bool Given(const std::string& name) const { return options.at(name)->count() > 0; }
 };
@@ -88,6 +89,9 @@ std::optional<std::string> ParseBounds(const ServeArgs& a, contain::Bounds& b) {
     if (!max) return "--max-cpu: " + max.error();
     b.max_cpu = *max;
   }
+  auto floor = contain::ParseIsolation(a.min_isolation);
+  if (!floor) return "--min-isolation: must be none, standard or strict";
+  b.min_isolation = *floor;
   // A ceiling below a default that was not given lowers the default to it.
   auto lower = [&](auto& value, const auto& ceiling, const char* option) {
     if (ceiling && !a.Given(option) && value > *ceiling) value = *ceiling;
@@ -406,6 +410,11 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
   opt("--max-inodes", a.max_inodes,
       "The most limits.disk_inodes a request may ask for (default: none)")
       ->type_name("N");
+  opt("--min-isolation", a.min_isolation,
+      "The least isolation a run or session may ask for; below it: 422. none lets whoever "
+      "holds the token, or an agent over MCP, run on the host as this daemon's user (default "
+      "standard)")
+      ->type_name("LEVEL");
   opt("--max-sessions", a.max_sessions,
       "Live sessions at once, quarantined ones counted (default 64)")
       ->type_name("N");

@@ -92,6 +92,13 @@ std::optional<std::string> BoundsProblem(const Bounds& bounds) {
 }
 
 std::optional<CeilingError> ApplyBounds(const Bounds& bounds, Spec& spec) {
+  if (spec.isolation.level < bounds.min_isolation) {
+    return CeilingError{"isolation",
+                        "isolation: " + std::string(IsolationName(spec.isolation.level)) +
+                            " is below this daemon's floor of " +
+                            std::string(IsolationName(bounds.min_isolation)) +
+                            " (cordon serve --min-isolation)"};
+  }
   for (const auto& f : kIntegers) {
     if (auto e = Check(bounds, f, spec)) return e;
   }

@@ -26,19 +26,24 @@ struct Bounds {
   std::optional<double> max_cpu;
   std::optional<int64_t> max_disk_bytes;
   std::optional<int64_t> max_disk_inodes;
+  // The least isolation a request may ask for (--min-isolation): a caller
+  // (an agent's MCP client, a leaked token) that could ask for `none` would
+  // run as the daemon's own user on the host.
+  Isolation min_isolation = Isolation::kStandard;
 };
 
 // A default above its own ceiling, named by its `cordon serve` options.
 std::optional<std::string> BoundsProblem(const Bounds& bounds);
 
-// A limit above the operator's ceiling: the field (limits.memory_bytes)
-// and the ceiling, for a 422.
+// A limit above the operator's ceiling, or an isolation below its floor:
+// the field (limits.memory_bytes, isolation) and the bound, for a 422.
 struct CeilingError {
   std::string field;
   std::string message;
 };
 
-// Refuses a limit of `spec` above its ceiling, then fills every one left
+// Refuses an isolation below the floor and a limit of `spec` above its
+// ceiling, then fills every one left
 // unset with the default and marks it in `spec.defaulted`. Changes nothing
 // when it refuses.
 std::optional<CeilingError> ApplyBounds(const Bounds& bounds, Spec& spec);

@@ -50,6 +50,27 @@ TEST(BoundsTest, ALimitAboveItsCeilingNamesTheFieldAndTheCeilingAndChangesNothin
   EXPECT_FALSE(ApplyBounds(b, spec));
 }
 
+TEST(BoundsTest, AnIsolationBelowTheFloorIsRefusedNamingTheFloorAndChangesNothing) {
+  Bounds b;  // the floor is standard unless the operator lowers it
+  Spec spec;
+  spec.isolation.level = Isolation::kNone;
+  auto e = ApplyBounds(b, spec);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->field, "isolation");
+  EXPECT_EQ(e->message,
+            "isolation: none is below this daemon's floor of standard (cordon serve "
+            "--min-isolation)");
+  EXPECT_FALSE(spec.limits.pids);  // nothing filled in
+  b.min_isolation = Isolation::kStrict;
+  spec.isolation.level = Isolation::kStandard;
+  EXPECT_TRUE(ApplyBounds(b, spec));
+  spec.isolation.level = Isolation::kStrict;
+  EXPECT_FALSE(ApplyBounds(b, spec));
+  b.min_isolation = Isolation::kNone;
+  spec.isolation.level = Isolation::kNone;
+  EXPECT_FALSE(ApplyBounds(b, spec));
+}
+
 TEST(BoundsTest, ADefaultAboveItsCeilingIsNamedByItsOptions) {
   Bounds b;
   EXPECT_FALSE(BoundsProblem(b));

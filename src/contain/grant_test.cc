@@ -63,7 +63,9 @@ TEST_F(GrantTest, AnExplicitLimitThatCannotBeEnforcedIsRefused) {
 }
 
 TEST_F(GrantTest, ADaemonDefaultThatCannotBeEnforcedIsDegradedNotRefused) {
-  ASSERT_FALSE(ApplyBounds(Bounds{}, spec_));  // memory, pids, cpu, disk: all defaults
+  Bounds bounds;                            // memory, pids, cpu, disk: all defaults
+  bounds.min_isolation = Isolation::kNone;  // spec_ has none
+  ASSERT_FALSE(ApplyBounds(bounds, spec_));
   auto grant = Acquire(spec_, NoCgroupProbe(), *store_);
   ASSERT_TRUE(grant) << grant.error().message;
   std::set<Capability> degraded;

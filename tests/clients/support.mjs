@@ -146,8 +146,15 @@ export function disposeManagers(...managers) {
   }
 }
 
+// `cordon serve` and `cordon mcp` allowing isolation none: the tests that
+// ask for it watch the run's processes from the host (pid files in a host
+// directory), and are about the doors, not the sandbox.
+export const NO_ISOLATION_ALLOWED = ['--min-isolation', 'none'];
+
 export class Daemon {
-  constructor(name) {
+  // `extra`: more of cordon serve's options.
+  constructor(name, extra = []) {
+    this.extra = extra;
     this.binary = process.env.CORDON_BINARY || 'build/cordon';
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), `cordon-${name}-`));
     this.stateDir = path.join(this.dir, 'state');
@@ -162,7 +169,7 @@ export class Daemon {
     assert.ok(fs.existsSync(this.binary), `CORDON_BINARY ${this.binary} does not exist`);
     const log = fs.openSync(this.logPath, 'a');
     this.proc = spawn(this.binary, ['serve', '--state-dir', this.stateDir,
-      '--listen', '127.0.0.1:0', '--cgroup-root', this.cgroupRoot],
+      '--listen', '127.0.0.1:0', '--cgroup-root', this.cgroupRoot, ...this.extra],
     { stdio: ['ignore', 'ignore', log] });
     fs.closeSync(log);
     this.exited = new Promise((resolve) => {

@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
 
 from cordon_client import (  # noqa: E402
+    AboveCeilingError,
     AuthError,
     Client,
     ConflictError,
@@ -41,6 +42,7 @@ from daemon_support import (  # noqa: E402  (tests/integration/daemon_support.py
     pool_pids as _pool_pids,
     read_proc as _read_proc,
     remove_tree as _remove_tree,
+    store_query,
     wait_for as _wait_for,
 )
 
@@ -110,6 +112,50 @@ def test_a_workspace_that_would_show_the_host_is_refused(daemon, client, tmp_pat
     r = client.run(shell="echo hi > /workspace/made", workspace=str(mine))
     assert r["exit_code"] == 0, r
     assert (mine / "made").read_text() == "hi\n"
+
+
+def test_no_isolation_is_refused_unless_the_operator_allows_it(tmp_path):
+    # Before, whoever held the token, and an agent over MCP, could ask for
+    # isolation none and run on the host as the daemon's user (root).
+    state = tmp_path / "state"
+    d = Daemon(state, min_isolation=None)
+    try:
+        c = d.client()
+        for make in (lambda: c.run(argv=["/bin/true"], isolation="none"),
+                     lambda: c.session("bare", isolation="none")):
+            with pytest.raises(AboveCeilingError) as e:
+                make()
+            assert e.value.field == "isolation", e.value.message
+            assert "below this daemon's floor of standard (cordon serve --min-isolation)" in \
+                e.value.message, e.value.message
+        with pytest.raises(NotFoundError):
+            c.request("GET", "/v1/sessions/bare")
+        owners = [o for (o,) in store_query(state, "SELECT owner FROM grants")]
+        assert [o for o in owners if o not in _POOL_OWNERS] == [], owners  # nothing admitted
+        assert c.run(argv=["/bin/true"])["exit_code"] == 0  # standard
+    finally:
+        assert d.stop() == 0
+    # The MCP run tool too, where the model itself writes the arguments.
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"command": "id -u", "isolation": "none"}}}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "floor", "version": "1"}}}
+    mcp = subprocess.run([CORDON, "mcp", "--state-dir", str(state), "--cgroup-root", CGROUP_ROOT],
+                         input="".join(json.dumps(m) + "\n" for m in (init, call)),
+                         capture_output=True, text=True, timeout=120)
+    assert mcp.returncode == 0, mcp.stderr
+    answer = [json.loads(line) for line in mcp.stdout.splitlines()][-1]
+    assert answer["id"] == 2 and answer["result"]["isError"] is True, answer
+    assert "--min-isolation" in answer["result"]["content"][0]["text"], answer
+    # An operator who wants it says so.
+    bare = Daemon(state, min_isolation="none")
+    try:
+        assert bare.client().run(argv=["/bin/true"], isolation="none")["exit_code"] == 0
+    finally:
+        assert bare.stop() == 0
+    for mount in _cgroup_mounts():
+        _remove_tree(mount + CGROUP_ROOT)
 
 
 def test_run_and_streaming(client):

@@ -36,7 +36,8 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import {
-  Daemon, dead, loadPinned, pidsIn, poll, removeCgroupRoot, SANITIZER_MARKS, TIMEOUT_MS,
+  Daemon, dead, loadPinned, NO_ISOLATION_ALLOWED, pidsIn, poll, removeCgroupRoot, SANITIZER_MARKS,
+  TIMEOUT_MS,
 } from '../support.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -166,7 +167,7 @@ test('stdio (cordon mcp) in both eras', async () => {
   });
   for (const era of ['legacy', 'modern']) {
     const target = [BINARY, 'mcp', '--state-dir', path.join(scratch, `stdio-${era}`),
-      '--cgroup-root', root];
+      '--cgroup-root', root, ...NO_ISOLATION_ALLOWED];
     const stderr = await listAndRun(era, target, `stdio ${era}`);
     // cordon mcp's stderr comes through the CLI's: the handshake is in it
     // for legacy alone (the modern probe ran in a process of its own).
@@ -184,7 +185,7 @@ test('stdio (cordon mcp) in both eras', async () => {
 test('stdio (cordon mcp), modern: progress and notifications/cancelled', async () => {
   const root = `/cordon-test-inspector-raw-${process.pid}`;
   const server = spawn(BINARY, ['mcp', '--state-dir', path.join(scratch, 'stdio-raw'),
-    '--cgroup-root', root], { stdio: ['pipe', 'pipe', 'pipe'] });
+    '--cgroup-root', root, ...NO_ISOLATION_ALLOWED], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   server.stderr.on('data', (d) => { stderr += d; });
   const exited = new Promise((resolve) => server.on('exit', (code, signal) => resolve({ code, signal })));
@@ -279,7 +280,7 @@ async function messages(response) {
 }
 
 test('Streamable HTTP (/mcp) in both eras', async () => {
-  const daemon = new Daemon('inspector');
+  const daemon = new Daemon('inspector', NO_ISOLATION_ALLOWED);
   await daemon.start();
   cleanups.push(async () => {
     const status = await daemon.stop();

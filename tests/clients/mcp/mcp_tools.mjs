@@ -28,7 +28,8 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import {
-  dead, loadPinned, pidsIn, poll, removeCgroupRoot, SANITIZER_MARKS, TIMEOUT_MS,
+  dead, loadPinned, NO_ISOLATION_ALLOWED, pidsIn, poll, removeCgroupRoot, SANITIZER_MARKS,
+  TIMEOUT_MS,
 } from '../support.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -414,7 +415,7 @@ testCase('stdio: cordon mcp', async () => {
   const transport = new StdioClientTransport({
     command: BINARY,
     args: ['mcp', '--state-dir', path.join(dir, 'state'), '--cgroup-root', cgroupRoot,
-      '--mcp-output-limit', '4K'],
+      '--mcp-output-limit', '4K', ...NO_ISOLATION_ALLOWED],
     stderr: 'pipe',
   });
   let log = '';
@@ -459,7 +460,8 @@ testCase('stdio: SIGTERM tears a run and a session down and exits 0', async () =
   });
   const transport = new StdioClientTransport({
     command: BINARY,
-    args: ['mcp', '--state-dir', path.join(dir, 'state'), '--cgroup-root', cgroupRoot],
+    args: ['mcp', '--state-dir', path.join(dir, 'state'), '--cgroup-root', cgroupRoot,
+      ...NO_ISOLATION_ALLOWED],
     stderr: 'pipe',
   });
   let log = '';
@@ -494,7 +496,8 @@ async function startServe(name, args) {
   const logPath = path.join(dir, 'daemon.log');
   const logFd = fs.openSync(logPath, 'a');
   const daemon = spawn(BINARY, ['serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0',
-    '--cgroup-root', cgroupRoot, ...args], { stdio: ['ignore', 'ignore', logFd] });
+    '--cgroup-root', cgroupRoot, ...NO_ISOLATION_ALLOWED, ...args],
+  { stdio: ['ignore', 'ignore', logFd] });
   fs.closeSync(logFd);
   let exit = null;
   const exited = new Promise((resolve) => daemon.on('exit', (code, signal) => {

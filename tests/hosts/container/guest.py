@@ -51,7 +51,9 @@ class Daemon:
         except FileNotFoundError:
             pass
         self.proc = subprocess.Popen(
-            [CORDON, "serve", "--state-dir", STATE, "--listen", "127.0.0.1:%d" % PORT]
+            # --min-isolation none: runs without isolation are checked too.
+            [CORDON, "serve", "--state-dir", STATE, "--listen", "127.0.0.1:%d" % PORT,
+             "--min-isolation", "none"]
             + (["--token-file", TOKEN_FILE] if "CORDON_CELL_TOKEN_FILE" in os.environ else []),
             stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + timeout
