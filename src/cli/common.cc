@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "closure/program.h"
@@ -35,6 +36,20 @@ std::optional<store::Store> OpenStore(std::string_view command,
     return std::nullopt;
   }
   return std::move(*store);
+}
+
+std::optional<std::optional<store::Store>> OpenRecords(
+    std::string_view command, const std::optional<std::string>& state_dir) {
+  auto dir = store::ResolveStateDir(state_dir);
+  if (!dir) {
+    PrintError(command, dir.error().message());
+    return std::nullopt;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(*dir, ec) && !ec) return std::optional<store::Store>();
+  auto store = OpenStore(command, *dir);
+  if (!store) return std::nullopt;
+  return store;
 }
 
 std::expected<closure::Verification, std::string> VerifyClosureOption(const std::string& dir,

@@ -27,6 +27,13 @@ void PrintJson(const nlohmann::json& value);
 std::optional<store::Store> OpenStore(std::string_view command,
                                       const std::optional<std::string>& state_dir);
 
+// As OpenStore, for a command that only reads or finishes what is recorded
+// (grants, reap): where the state directory does not exist, nothing was
+// ever recorded, and none is made: the outer optional is empty on an error
+// (printed), the inner one when there is no directory.
+std::optional<std::optional<store::Store>> OpenRecords(std::string_view command,
+                                                       const std::optional<std::string>& state_dir);
+
 // --closure DIR --pin HEX, as `run` and `attest` take them: the verified
 // closure, or a message naming the option and the first failing rule.
 std::expected<closure::Verification, std::string> VerifyClosureOption(const std::string& dir,

@@ -23,12 +23,13 @@ struct GrantsArgs {
 // run, kept until this is run: the same retention as `cordon serve
 // --keep-records`, in batches. Active grants stay, whatever their age:
 // `reap` needs them.
-int Prune(store::Store& store, int64_t keep_ms, const GrantsArgs& a) {
+// No store (no state directory): nothing to forget.
+int Prune(store::Store* store, int64_t keep_ms, const GrantsArgs& a) {
   constexpr int64_t kBatch = 1000;
   const int64_t before = store::NowMs() - keep_ms;
   int64_t pruned = 0;
-  for (;;) {
-    auto n = store.PruneGrants(before, kBatch);
+  while (store) {
+    auto n = store->PruneGrants(before, kBatch);
     if (!n) {
       PrintError("grants", n.error().message());
       return kExitCordonFailed;
@@ -90,10 +91,12 @@ int Execute(const GrantsArgs& a) {
     }
     keep = *ms;
   }
-  auto store = OpenStore("grants", Given(a.state_dir, a.state_dir_option->count() > 0));
+  auto store = OpenRecords("grants", Given(a.state_dir, a.state_dir_option->count() > 0));
   if (!store) return kExitCordonFailed;
-  if (keep) return Prune(*store, *keep, a);
-  auto grants = store->ListGrants(a.all);
+  store::Store* records = *store ? &**store : nullptr;
+  if (keep) return Prune(records, *keep, a);
+  sys::Result<std::vector<store::GrantRecord>> grants;
+  if (records) grants = records->ListGrants(a.all);
   if (!grants) {
     PrintError("grants", grants.error().message());
     return kExitCordonFailed;

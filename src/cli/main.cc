@@ -20,10 +20,6 @@ int main(int argc, char** argv) {
       "cordon"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(CORDON_VERSION));
-  app.footer(
-      "Exit status of `cordon run`: the command's own; 128+N when killed by signal N; 124 "
-      "on timeout; 125 when cordon refused or failed; 126/127 when the program could not "
-      "be executed / was not found.");
 
   // Building a subcommand's options costs more than running `cordon run`
   // itself wants to spend, so only the one named is built in full; all are
@@ -43,6 +39,10 @@ int main(int argc, char** argv) {
   for (const auto& [name, add] : adders) {
     if (!known || name == named) commands.push_back(add(app));
   }
+  // Set after the subcommands are made, which would each inherit it.
+  app.footer(
+      "`cordon COMMAND --help` shows a command's options; `cordon run --help` its exit "
+      "statuses.");
 
   try {
     app.parse(argc, argv);

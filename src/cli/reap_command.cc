@@ -16,12 +16,29 @@ struct ReapArgs {
 };
 
 int Execute(const ReapArgs& a) {
-  auto store = OpenStore("reap", Given(a.state_dir, a.state_dir_option->count() > 0));
+  auto store = OpenRecords("reap", Given(a.state_dir, a.state_dir_option->count() > 0));
   if (!store) return kExitCordonFailed;
-  contain::KernelSignaller signaller;
-  contain::ReapOptions options;
-  options.grant_id = a.grant;
-  auto reports = contain::Reap(*store, signaller, options);
+  if (!a.grant.empty()) {
+    // A grant that is not there is an error, not "nothing to reap": a
+    // mistyped id would otherwise look reaped.
+    sys::Result<std::optional<store::GrantRecord>> grant = std::optional<store::GrantRecord>();
+    if (*store) grant = (*store)->GetGrant(a.grant);
+    if (!grant) {
+      PrintError("reap", grant.error().message());
+      return kExitCordonFailed;
+    }
+    if (!*grant) {
+      PrintError("reap", "--grant: no grant " + a.grant + " in this state directory");
+      return kExitCordonFailed;
+    }
+  }
+  sys::Result<std::vector<contain::ReapReport>> reports = std::vector<contain::ReapReport>();
+  if (*store) {
+    contain::KernelSignaller signaller;
+    contain::ReapOptions options;
+    options.grant_id = a.grant;
+    reports = contain::Reap(**store, signaller, options);
+  }
   if (!reports) {
     PrintError("reap", reports.error().message());
     return kExitCordonFailed;
@@ -60,7 +77,7 @@ Command AddReapCommand(CLI::App& app) {
       "Tear down the process trees of active grants whose supervisor is gone (crashed, "
       "SIGKILLed), verify their death, and release them. A process whose identity no longer "
       "matches is never signalled. Exit 0 when every orphan is verified dead (or there was "
-      "none), 1 when survivors remain.");
+      "none), 1 when survivors remain, 125 when --grant names no grant.");
   cmd->add_flag("--json", args->json, "Print a JSON array of reports");
   cmd->add_option("--grant", args->grant, "Reap only this grant")->type_name("ID");
   args->state_dir_option =

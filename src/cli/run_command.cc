@@ -444,7 +444,10 @@ Command AddRunCommand(CLI::App& app) {
   cmd->footer(
       "Usage: cordon run [OPTIONS] -- PROG [ARGS...]\n       cordon run [OPTIONS] --shell 'CMD'\n"
       "Durations are seconds (0.5, 2) or take a unit (250ms, 1m); sizes take binary suffixes "
-      "(16K, 256M, 1G; K = 1024).");
+      "(16K, 256M, 1G; K = 1024).\n"
+      "Exit status: the command's own; 128+N when it was killed by signal N, or when signal N "
+      "to cordon cancelled the run; 124 on timeout; 125 when cordon refused or failed; "
+      "126/127 when the program could not be executed / was not found.");
   RunArgs& a = *args;
   auto opt = [&](const std::string& name, std::string& target, const std::string& help) {
     a.options[name] = cmd->add_option(name, target, help);

@@ -99,6 +99,11 @@ std::expected<int64_t, std::string> ParseDurationMs(std::string_view text) {
       Quote(text);
   if (text.empty()) return std::unexpected(expected);
   if (text[0] == '-') return std::unexpected("must not be negative, got " + Quote(text));
+  // Sizes are 1M; a month or a megasecond is no duration anyone means.
+  if (text.ends_with('M') && !text.ends_with("MS")) {
+    return std::unexpected("M is a size, not a unit of time: write m for minutes (1m), got " +
+                           Quote(text));
+  }
   std::string lower = Lower(text);
   int64_t unit_ms = 1000;
   std::string_view number(lower);

@@ -26,6 +26,9 @@ TEST(UnitsTest, Durations) {
   EXPECT_TRUE(ParseDurationMs("106751991167d"));  // INT64_MAX milliseconds, in whole days
   EXPECT_FALSE(ParseDurationMs("106751991168d"));
   for (const char* bad : {"1dd", "d", "1hm", "1w"}) EXPECT_FALSE(ParseDurationMs(bad)) << bad;
+  // 1M is a size: as a duration it was a minute, silently.
+  EXPECT_NE(ParseDurationMs("1M").error().find("write m for minutes"), std::string::npos);
+  EXPECT_EQ(ParseDurationMs("250MS").value(), 250);
   // A timer is at most a year.
   EXPECT_EQ(ParseTimerMs("365d").value(), int64_t{365} * 86400 * 1000);
   EXPECT_NE(ParseTimerMs("366d").error().find("at most a year"), std::string::npos);

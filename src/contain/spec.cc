@@ -294,6 +294,12 @@ std::optional<SpecError> Validate(const Spec& spec) {
   if (spec.isolation.enabled() && spec.workspace && IsHostRoot(*spec.workspace)) {
     return SpecError{"workspace", "/ would show the whole host inside the sandbox, writable"};
   }
+  // The sandbox's init (pid 1 of its namespace) is one of the pids: with
+  // one, the command could never be started (EAGAIN).
+  if (spec.isolation.enabled() && spec.limits.pids && *spec.limits.pids < 2) {
+    return SpecError{"limits.pids",
+                     "must be at least 2 with isolation: the sandbox's init is one of them"};
+  }
   if (spec.owner.size() > kMaxOwner) {
     return SpecError{"owner", "longer than " + std::to_string(kMaxOwner) + " bytes"};
   }

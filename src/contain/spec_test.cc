@@ -117,6 +117,21 @@ TEST(SpecTest, LimitsMustBePositive) {
   EXPECT_FALSE(Validate(a_year));
 }
 
+// Before, one pid under isolation failed every run at its start (the
+// sandbox's init took it: init EAGAIN), naming neither the field nor why.
+TEST(SpecTest, OnePidIsTooFewForASandboxWithItsOwnInit) {
+  Spec s = Valid();
+  s.limits.pids = 1;
+  s.isolation.level = Isolation::kStandard;
+  EXPECT_EQ(FieldOf(s), "limits.pids");
+  EXPECT_NE(Validate(s)->message().find("the sandbox's init is one of them"), std::string::npos);
+  s.limits.pids = 2;
+  EXPECT_FALSE(Validate(s));
+  s.limits.pids = 1;
+  s.isolation.level = Isolation::kNone;  // no init: the command alone
+  EXPECT_FALSE(Validate(s));
+}
+
 TEST(SpecTest, OwnerHasNoControlCharacters) {
   Spec s = Valid();
   s.owner = "agent\n1";

@@ -217,6 +217,10 @@ sys::Result<Store> Store::Open(const std::string& state_dir) {
           sys::Error::FromErrno("mkdir(\"" + part + "\")").Context("state directory"));
     }
   }
+  struct stat st {};
+  if (::stat(state_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return sys::Fail("state directory " + state_dir + " is not a directory", ENOTDIR);
+  }
   std::string path = state_dir + "/cordon.db";
   CORDON_ASSIGN_OR_RETURN(Database db, Database::Open(path));
   // The records are the owner's alone, whatever the directory lets others

@@ -75,6 +75,8 @@ BAD = [
     (["--isolation", "none", "--tmp-size", "1M"], "--tmp-size"),
     (["--no-such-option"], "--no-such-option"),
     (["--timeout"], "--timeout"),
+    (["--timeout", "1M"], "--timeout"),  # was a minute: M is a size
+    (["--pids", "1"], "--pids"),  # the sandbox's init is one: init EAGAIN, unexplained
 ]
 
 
@@ -182,12 +184,37 @@ def test_both_shell_and_argv(state):
 
 
 def test_every_subcommand_has_help():
-    for sub in ["run", "probe", "grants", "reap"]:
+    for sub in ["run", "probe", "grants", "reap", "closure", "attest", "signal", "serve", "mcp"]:
         r = cordon(sub, "--help")
         assert r.returncode == 0, sub
         assert "--help" in r.stdout, sub
+        # run's exit statuses are run's own (every command's help ended with them).
+        assert ("124 on timeout" in r.stdout) == (sub == "run"), (sub, r.stdout[-400:])
     r = cordon("--help")
     assert r.returncode == 0 and "run" in r.stdout
+
+
+def test_grants_and_reap_make_no_state_directory_and_name_what_is_not_there(tmp_path):
+    missing = tmp_path / "never"
+    r = cordon("grants", "--state-dir", str(missing), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [], r
+    r = cordon("reap", "--state-dir", str(missing))
+    assert r.returncode == 0 and r.stdout == "nothing to reap\n", r
+    # A grant that is not there is an error, not "nothing to reap".
+    r = cordon("reap", "--state-dir", str(missing), "--grant", "no-such-grant")
+    assert r.returncode == 125 and "--grant: no grant no-such-grant" in r.stderr, r
+    assert not missing.exists(), "a command that only reads made the state directory"
+    state = str(tmp_path / "state")
+    assert run(state, "--isolation", "none", "--", "/bin/true").returncode == 0
+    r = cordon("reap", "--state-dir", state, "--grant", "no-such-grant")
+    assert r.returncode == 125 and "--grant: no grant no-such-grant" in r.stderr, r
+    # A state directory that is a file is named as such (it was EIO).
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for args in (["grants"], ["reap"], ["run", "--state-dir", str(afile), "--", "/bin/true"]):
+        r = cordon(*args[:1], *(args[1:] or ["--state-dir", str(afile)]))
+        assert r.returncode == 125, (args, r)
+        assert f"state directory {afile} is not a directory" in r.stderr, (args, r.stderr)
 
 
 def test_unknown_subcommand():
