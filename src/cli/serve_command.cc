@@ -32,6 +32,7 @@ struct ServeArgs {
   std::vector<std::string> listen;
   bool allow_remote = false;
   bool reserve_disk = false;
+  bool allow_network_host = false;
   std::string state_dir, token_file, cgroup_root;
   std::string max_body = "1M", max_header = "16K", max_file = "256M", ws_max_queued = "16M";
   std::string header_timeout = "10", body_timeout = "30", http_idle_timeout = "60",
@@ -92,6 +93,7 @@ std::optional<std::string> ParseBounds(const ServeArgs& a, contain::Bounds& b) {
   auto floor = contain::ParseIsolation(a.min_isolation);
   if (!floor) return "--min-isolation: must be none, standard or strict";
   b.min_isolation = *floor;
+  b.allow_network_host = a.allow_network_host;
   // A ceiling below a default that was not given lowers the default to it.
   auto lower = [&](auto& value, const auto& ceiling, const char* option) {
     if (ceiling && !a.Given(option) && value > *ceiling) value = *ceiling;
@@ -415,6 +417,10 @@ void RegisterOptions(CLI::App* cmd, ServeArgs& a) {
       "holds the token, or an agent over MCP, run on the host as this daemon's user (default "
       "standard)")
       ->type_name("LEVEL");
+  a.options["--allow-network-host"] = cmd->add_flag(
+      "--allow-network-host", a.allow_network_host,
+      "Let a run or session ask for the host's network (isolation.network host): its loopback "
+      "services and all the host reaches, a cloud's metadata endpoint included (default: 422)");
   opt("--max-sessions", a.max_sessions,
       "Live sessions at once, quarantined ones counted (default 64)")
       ->type_name("N");

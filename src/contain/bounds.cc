@@ -99,6 +99,12 @@ std::optional<CeilingError> ApplyBounds(const Bounds& bounds, Spec& spec) {
                             std::string(IsolationName(bounds.min_isolation)) +
                             " (cordon serve --min-isolation)"};
   }
+  if (spec.isolation.enabled() && spec.isolation.network == Network::kHost &&
+      !bounds.allow_network_host) {
+    return CeilingError{"isolation.network",
+                        "isolation.network: host is not allowed by this daemon (cordon serve "
+                        "--allow-network-host)"};
+  }
   for (const auto& f : kIntegers) {
     if (auto e = Check(bounds, f, spec)) return e;
   }

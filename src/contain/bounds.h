@@ -30,20 +30,25 @@ struct Bounds {
   // (an agent's MCP client, a leaked token) that could ask for `none` would
   // run as the daemon's own user on the host.
   Isolation min_isolation = Isolation::kStandard;
+  // Whether a request may share the host's network (--allow-network-host):
+  // its loopback services and whatever the host reaches (a cloud's metadata
+  // endpoint and the credentials there) are the operator's to give.
+  bool allow_network_host = false;
 };
 
 // A default above its own ceiling, named by its `cordon serve` options.
 std::optional<std::string> BoundsProblem(const Bounds& bounds);
 
-// A limit above the operator's ceiling, or an isolation below its floor:
-// the field (limits.memory_bytes, isolation) and the bound, for a 422.
+// A limit above the operator's ceiling, an isolation below its floor, the
+// host's network where it is not allowed: the field (limits.memory_bytes,
+// isolation, isolation.network) and the bound, for a 422.
 struct CeilingError {
   std::string field;
   std::string message;
 };
 
-// Refuses an isolation below the floor and a limit of `spec` above its
-// ceiling, then fills every one left
+// Refuses an isolation below the floor, the host's network unless allowed
+// and a limit of `spec` above its ceiling, then fills every one left
 // unset with the default and marks it in `spec.defaulted`. Changes nothing
 // when it refuses.
 std::optional<CeilingError> ApplyBounds(const Bounds& bounds, Spec& spec);

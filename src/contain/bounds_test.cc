@@ -71,6 +71,19 @@ TEST(BoundsTest, AnIsolationBelowTheFloorIsRefusedNamingTheFloorAndChangesNothin
   EXPECT_FALSE(ApplyBounds(b, spec));
 }
 
+TEST(BoundsTest, TheHostsNetworkIsRefusedUnlessTheOperatorAllowsIt) {
+  Bounds b;
+  Spec spec;
+  spec.isolation.network = Network::kHost;
+  auto e = ApplyBounds(b, spec);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->field, "isolation.network");
+  EXPECT_NE(e->message.find("--allow-network-host"), std::string::npos) << e->message;
+  EXPECT_FALSE(spec.limits.pids);  // nothing filled in
+  b.allow_network_host = true;
+  EXPECT_FALSE(ApplyBounds(b, spec));
+}
+
 TEST(BoundsTest, ADefaultAboveItsCeilingIsNamedByItsOptions) {
   Bounds b;
   EXPECT_FALSE(BoundsProblem(b));

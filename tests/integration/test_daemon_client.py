@@ -114,20 +114,27 @@ def test_a_workspace_that_would_show_the_host_is_refused(daemon, client, tmp_pat
     assert (mine / "made").read_text() == "hi\n"
 
 
-def test_no_isolation_is_refused_unless_the_operator_allows_it(tmp_path):
+def test_no_isolation_or_host_network_unless_the_operator_allows_it(tmp_path):
     # Before, whoever held the token, and an agent over MCP, could ask for
-    # isolation none and run on the host as the daemon's user (root).
+    # isolation none and run on the host as the daemon's user (root), or
+    # for the host's network (its loopback services, a cloud's metadata).
     state = tmp_path / "state"
     d = Daemon(state, min_isolation=None)
+    host_net = {"level": "standard", "network": "host"}
     try:
         c = d.client()
-        for make in (lambda: c.run(argv=["/bin/true"], isolation="none"),
-                     lambda: c.session("bare", isolation="none")):
+        for make, field, says in [
+                (lambda: c.run(argv=["/bin/true"], isolation="none"), "isolation",
+                 "below this daemon's floor of standard (cordon serve --min-isolation)"),
+                (lambda: c.session("bare", isolation="none"), "isolation", "--min-isolation"),
+                (lambda: c.run(argv=["/bin/true"], isolation=host_net), "isolation.network",
+                 "host is not allowed by this daemon (cordon serve --allow-network-host)"),
+                (lambda: c.session("bare", isolation=host_net), "isolation.network",
+                 "--allow-network-host")]:
             with pytest.raises(AboveCeilingError) as e:
                 make()
-            assert e.value.field == "isolation", e.value.message
-            assert "below this daemon's floor of standard (cordon serve --min-isolation)" in \
-                e.value.message, e.value.message
+            assert e.value.field == field, e.value.message
+            assert says in e.value.message, e.value.message
         with pytest.raises(NotFoundError):
             c.request("GET", "/v1/sessions/bare")
         owners = [o for (o,) in store_query(state, "SELECT owner FROM grants")]
@@ -148,10 +155,11 @@ def test_no_isolation_is_refused_unless_the_operator_allows_it(tmp_path):
     answer = [json.loads(line) for line in mcp.stdout.splitlines()][-1]
     assert answer["id"] == 2 and answer["result"]["isError"] is True, answer
     assert "--min-isolation" in answer["result"]["content"][0]["text"], answer
-    # An operator who wants it says so.
-    bare = Daemon(state, min_isolation="none")
+    # An operator who wants them says so.
+    bare = Daemon(state, "--allow-network-host", min_isolation="none")
     try:
         assert bare.client().run(argv=["/bin/true"], isolation="none")["exit_code"] == 0
+        assert bare.client().run(argv=["/bin/true"], isolation=host_net)["exit_code"] == 0
     finally:
         assert bare.stop() == 0
     for mount in _cgroup_mounts():
