@@ -266,6 +266,9 @@ struct Daemon::Impl {
                           "", nullptr}),
           {{"Allow", allow}});
     };
+    // Read-only endpoints answer HEAD as GET, without the body (a load
+    // balancer's health check).
+    const bool get_or_head = method == http::verb::get || method == http::verb::head;
     if (request.path == mcp::kPath) return mcp_http->Handle(request, ex);
     if (extension && extension->Handle(request, ex)) return;
     const auto query = ParseQuery(request.query);
@@ -283,7 +286,7 @@ struct Daemon::Impl {
       }
     }
     if (is({"v1", "health"})) {
-      if (method != http::verb::get) return not_allowed("GET");
+      if (!get_or_head) return not_allowed("GET, HEAD");
       // Degraded while the store's writes fail: nothing can be recorded,
       // so nothing new can start.
       auto failing = store->failing_writes();
@@ -317,11 +320,11 @@ struct Daemon::Impl {
                                    {"runs_warm", runs->warm()}});
     }
     if (is({"v1", "probe"})) {
-      if (method != http::verb::get) return not_allowed("GET");
+      if (!get_or_head) return not_allowed("GET, HEAD");
       return ex->RespondJson(200, contain::ToJson(probe));
     }
     if (is({"metrics"})) {
-      if (method != http::verb::get) return not_allowed("GET");
+      if (!get_or_head) return not_allowed("GET, HEAD");
       return ex->Respond(200,
                          metrics.Render(runs->active(), runs->unreleased(), sessions->live(),
                                         sessions->quarantined()),
@@ -677,7 +680,8 @@ sys::Result<std::unique_ptr<Daemon>> Daemon::Start(asio::io_context& io, DaemonO
   // Past --max-connections the reserve keeps the health check answering.
   hooks.reserved = [](const Header& h) {
     const std::string target(h.target());
-    return h.method() == http::verb::get && target.substr(0, target.find('?')) == "/v1/health";
+    return (h.method() == http::verb::get || h.method() == http::verb::head) &&
+           target.substr(0, target.find('?')) == "/v1/health";
   };
   d.server = std::make_unique<HttpServer>(io, d.options.http, std::move(hooks));
   for (const auto& [unix_path, a] : addresses) {

@@ -415,6 +415,11 @@ class Connection final : public Exchange, public std::enable_shared_from_this<Co
     if (!content_type.empty()) res->set(http::field::content_type, content_type);
     for (auto& [name, value] : headers) res->set(name, value);
     res->keep_alive(keep_alive_);
+    if (request_.message.method() == http::verb::head && !content_length) {
+      // What a GET would get, without its body.
+      content_length = body.size();
+      body.clear();
+    }
     res->body() = std::move(body);
     if (content_length) {
       res->content_length(*content_length);

@@ -74,6 +74,23 @@ def test_health_probe_and_typed_auth_errors(daemon, client):
         Client(daemon.url).run(argv=["/bin/true"])
 
 
+def test_head_on_health_probe_and_metrics_is_answered_as_get_without_a_body(daemon):
+    # curl -I, as a load balancer's health check sends it (it was 405).
+    bearer = ["-H", f"Authorization: Bearer {daemon.token}"]
+    for path, auth in [("/v1/health", []), ("/v1/probe", bearer), ("/metrics", bearer)]:
+        r = subprocess.run(["curl", "-sS", "-I", "--max-time", "30", *auth, daemon.url + path],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        head = r.stdout.splitlines()
+        assert head[0] == "HTTP/1.1 200 OK", (path, r.stdout)
+        length = [int(h.split(":")[1]) for h in head if h.lower().startswith("content-length:")]
+        assert length and length[0] > 0, (path, r.stdout)
+    # Not where a GET would change nothing but is not what it is for.
+    r = subprocess.run(["curl", "-sS", "-I", "--max-time", "30", *bearer, daemon.url + "/v1/runs"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.startswith("HTTP/1.1 405"), r.stdout
+
+
 def test_validation_errors_carry_the_field(client):
     cases = [
         (dict(argv=[]), "argv"),
