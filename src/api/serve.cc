@@ -9,6 +9,7 @@
 
 #include "api/log.h"
 #include "contain/cgroup_leaf.h"
+#include "sys/signalfd.h"
 
 namespace cordon::api {
 namespace {
@@ -74,7 +75,8 @@ int Serve(DaemonOptions options) {
   boost::asio::io_context io(1);
   // Blocked signals are not handled until the loop runs; Asio's handler
   // turns them into a loop event.
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  boost::asio::signal_set signals(io);
+  AddStopSignals(signals);
   const std::string state_dir = options.state_dir;
   auto daemon = Daemon::Start(io, std::move(options));
   if (!daemon) {
@@ -101,20 +103,23 @@ int Serve(DaemonOptions options) {
   return status;
 }
 
+void AddStopSignals(boost::asio::signal_set& signals) {
+  for (int sig : sys::CatchableEndingSignals()) signals.add(sig);
+}
+
 void IgnoreSignalsFromNowOn(boost::asio::signal_set& signals) {
   // Letting go restores the default action (a kill) until they are
   // ignored: meanwhile this thread, the only one that takes them (cordon's
   // other threads are QuietThreads, libzmq's block every signal too),
   // holds them, and the SIG_IGN discards one that came.
-  sigset_t both, saved;
-  ::sigemptyset(&both);
-  ::sigaddset(&both, SIGTERM);
-  ::sigaddset(&both, SIGINT);
-  ::pthread_sigmask(SIG_BLOCK, &both, &saved);
+  const std::vector<int> stopping = sys::CatchableEndingSignals();
+  sigset_t all, saved;
+  ::sigemptyset(&all);
+  for (int sig : stopping) ::sigaddset(&all, sig);
+  ::pthread_sigmask(SIG_BLOCK, &all, &saved);
   boost::system::error_code ignored;
   signals.clear(ignored);
-  ::signal(SIGTERM, SIG_IGN);
-  ::signal(SIGINT, SIG_IGN);
+  for (int sig : stopping) ::signal(sig, SIG_IGN);
   ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 

@@ -90,7 +90,8 @@ int ServeStdio(api::DaemonOptions options) {
   options.listen.clear();  // stdio only
   api::MoveIntoLeaf(options);
   asio::io_context io(1);
-  asio::signal_set signals(io, SIGTERM, SIGINT);
+  asio::signal_set signals(io);
+  api::AddStopSignals(signals);
   const std::string state_dir = options.state_dir;
   auto daemon = api::Daemon::Start(io, std::move(options));
   if (!daemon) {

@@ -530,6 +530,22 @@ def test_signals_after_the_first_sigterm_do_not_change_how_the_daemon_exits(tmp_
     assert _active_grants(str(tmp_path / "state")) == []
 
 
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGUSR1, signal.SIGQUIT])
+def test_any_signal_that_would_kill_the_daemon_stops_it_instead(tmp_path, sig):
+    # Before, these killed it at once: every sandbox ran on, unsupervised,
+    # until a next daemon started and reaped it.
+    d = Daemon(tmp_path / "state")
+    s = d.client().session("py-signalled")
+    tree = _sandbox_tree(s.exec(PRINT_TREE)["stdout"])
+    d.proc.send_signal(sig)
+    assert d.proc.wait(timeout=60) == 0  # a stop, all torn down, not a kill
+    assert d.stop() == 0  # (its log checked for sanitizer reports)
+    assert not _any_running(tree)
+    assert _active_grants(str(tmp_path / "state")) == []
+    with open(d.log_path) as f:
+        assert f'"signal":{int(sig)}' in f.read().replace(" ", "")
+
+
 def test_nothing_of_the_daemons_environment_reaches_a_session_or_run(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
     monkeypatch.setenv("DATABASE_URL", "postgres://user:secret@db/x")
