@@ -18,6 +18,10 @@ constexpr size_t kMaxPendingRequests = 10000;
 // What clients may have sent to a kernel that is still starting, in all: a
 // client that sends more while it waits is refused, not buffered.
 constexpr size_t kMaxWaitingBytes = 16 << 20;
+// The iopub messages kept for a client that left, in all (per kernel, for as
+// long as no client is connected): past it the rest of the stream is
+// dropped. Replies are kept whatever their size: one per request it sent.
+constexpr size_t kMaxKeptBytes = 4 << 20;
 
 // A whole Jupyter message of the daemon's own, on iopub: every header field
 // a client validates (JupyterLab throws on a message without one).
@@ -40,10 +44,12 @@ void Send(api::WebSocket& socket, ClientFrame frame) {
 
 }  // namespace
 
-void Relay::Connect(const std::string& id, std::shared_ptr<api::WebSocket> socket) {
+void Relay::Connect(const std::string& id, std::shared_ptr<api::WebSocket> socket,
+                    std::string client_session) {
   const uint64_t n = next_client_++;
   Entry& e = kernels_[id];
-  e.clients[n] = Client{socket, ProtocolOf(socket->subprotocol())};
+  const Client client{socket, ProtocolOf(socket->subprotocol()), std::move(client_session)};
+  e.clients[n] = client;
   e.last_activity = jupyter::IsoNow();
   if (sessions_) sessions_->ClientConnected(id);
   api::WebSocket::Handlers handlers;
@@ -52,11 +58,54 @@ void Relay::Connect(const std::string& id, std::shared_ptr<api::WebSocket> socke
   handlers.closed = [this, id, n] {
     auto it = kernels_.find(id);
     if (it == kernels_.end()) return;
-    if (it->second.clients.erase(n) && sessions_) sessions_->ClientLeft(id);
-    std::erase_if(it->second.requests, [n](const auto& r) { return r.second == n; });
-    std::erase_if(it->second.waiting, [n](const Pending& p) { return p.client == n; });
+    Entry& e = it->second;
+    auto gone = e.clients.find(n);
+    if (gone == e.clients.end()) return;
+    const std::string session = gone->second.session;
+    e.clients.erase(gone);
+    if (sessions_) sessions_->ClientLeft(id);
+    std::erase_if(e.waiting, [n](const Pending& p) { return p.client == n; });
+    if (e.clients.empty() && !session.empty()) {
+      // The last one: its replies and the kernel's iopub are kept for it.
+      e.left_session = session;
+      e.kept.clear();
+      e.kept_bytes = 0;
+      std::erase_if(e.requests, [](const auto& r) { return r.second == kLeft; });
+      for (auto& [msg_id, owner] : e.requests) {
+        if (owner == n) owner = kLeft;
+      }
+    }
+    std::erase_if(e.requests, [n](const auto& r) { return r.second == n; });
   };
   socket->Start(std::move(handlers));
+  if (!e.left_session) return;
+  // A client came back: the same session gets what was kept, in order, and
+  // the requests it left waiting; another finds none of it.
+  auto kept = std::move(e.kept);
+  const bool same = *e.left_session == client.session;
+  e.left_session.reset();
+  e.kept.clear();
+  e.kept_bytes = 0;
+  for (auto& [msg_id, owner] : e.requests) {
+    if (owner == kLeft) owner = same ? n : kLeft;
+  }
+  std::erase_if(e.requests, [](const auto& r) { return r.second == kLeft; });
+  if (!same) return;
+  for (const Kept& k : kept) {
+    Deliver(client, FrameForClient(k.channel, k.message, client.protocol), k.message);
+  }
+}
+
+bool Relay::Keep(Entry& e, std::string_view channel, const jupyter::Message& message) {
+  if (!e.left_session || !e.clients.empty()) return false;
+  if (channel == "iopub") {
+    size_t bytes = message.content.dump().size() + 1024;  // the header and the rest are small
+    for (const auto& b : message.buffers) bytes += b.size();
+    if (e.kept_bytes + bytes > kMaxKeptBytes) return true;  // dropped
+    e.kept_bytes += bytes;
+  }
+  e.kept.push_back(Kept{std::string(channel), message});
+  return true;
 }
 
 size_t Relay::connections(const std::string& id) const {
@@ -151,6 +200,7 @@ void Relay::OnKernelMessage(const std::string& id, Channel channel,
   const std::string_view name = jupyter::ChannelName(channel);
   if (channel == Channel::kIopub) {
     if (message.msg_type() == "status") e.restarting = false;
+    if (Keep(e, name, message)) return;
     // Framed once per protocol, not once per client. Copied: a client that
     // goes away while this runs leaves the map.
     std::array<std::optional<ClientFrame>, 2> frames;
@@ -166,6 +216,11 @@ void Relay::OnKernelMessage(const std::string& id, Channel channel,
   const std::string parent = message.parent_msg_id();
   auto r = e.requests.find(parent);
   if (r == e.requests.end()) return;  // not a client's (the daemon's own, or forgotten)
+  if (r->second == kLeft) {
+    (void)Keep(e, name, message);
+    if (message.msg_type().ends_with("_reply")) e.requests.erase(r);
+    return;
+  }
   auto client = e.clients.find(r->second);
   if (message.msg_type().ends_with("_reply")) e.requests.erase(r);
   if (client == e.clients.end()) return;

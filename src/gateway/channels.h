@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,8 +33,15 @@ class Relay final : public session::KernelListener {
   explicit Relay(uint64_t max_message) : max_message_(max_message) {}
   void Attach(session::Sessions& sessions) { sessions_ = &sessions; }
 
-  // A new client of kernel `id` (its session id).
-  void Connect(const std::string& id, std::shared_ptr<api::WebSocket> socket);
+  // A new client of kernel `id` (its session id); `client_session` is the
+  // client's own session id (the channels URL's ?session_id=), "" if none.
+  // When the last client of a kernel leaves, what the kernel sends until
+  // the next one connects is kept (its iopub up to kMaxKeptBytes, the
+  // replies to its requests whole): replayed, in order, to a client of the
+  // same session id (a reconnect, as Jupyter servers replay it), and
+  // dropped for another.
+  void Connect(const std::string& id, std::shared_ptr<api::WebSocket> socket,
+               std::string client_session = "");
   size_t connections(const std::string& id) const;
   // When the kernel last did or was asked something (ISO 8601), or "".
   std::string last_activity(const std::string& id) const;
@@ -61,6 +69,12 @@ class Relay final : public session::KernelListener {
   struct Client {
     std::shared_ptr<api::WebSocket> socket;
     Protocol protocol = Protocol::kDefault;  // agreed at its handshake
+    std::string session;                     // its ?session_id=
+  };
+  // A kernel's message kept for a client that left (Connect).
+  struct Kept {
+    std::string channel;
+    jupyter::Message message;
   };
   struct Pending {  // a client's frame, held while the kernel starts
     uint64_t client = 0;
@@ -76,7 +90,17 @@ class Relay final : public session::KernelListener {
     size_t waiting_bytes = 0;  // of `waiting`: bounded (kMaxWaitingBytes)
     std::string last_activity;
     bool restarting = false;
+    // The last client left with this session id: what the kernel sends
+    // meanwhile is kept for its return (requests of kLeft are its).
+    std::optional<std::string> left_session;
+    std::vector<Kept> kept;
+    size_t kept_bytes = 0;
   };
+  // The client number that the requests of a client who left carry.
+  static constexpr uint64_t kLeft = 0;
+  // Keeps `message` for the client who left, if one is awaited (iopub past
+  // the bound is dropped instead); false when none is.
+  bool Keep(Entry& e, std::string_view channel, const jupyter::Message& message);
   void FromClient(const std::string& id, uint64_t client, std::string bytes, bool binary);
   // Sends a framed message to one client, or refuses it there when it is
   // too large (`m` is the message, for the refusal).

@@ -217,11 +217,15 @@ class Gateway final : public api::Extension {
         }
         // v1.kernel.websocket.jupyter.org when the client offers it (as
         // jupyter_server prefers it), else the default protocol.
-        ex->UpgradeWebSocket(options_.max_message_bytes,
-                             [this, id](std::shared_ptr<api::WebSocket> socket) {
-                               relay_.Connect(id, std::move(socket));
-                             },
-                             {std::string(jupyter::kWsProtocolV1)});
+        const auto query = api::ParseQuery(request.query);
+        const auto session = query.find("session_id");
+        ex->UpgradeWebSocket(
+            options_.max_message_bytes,
+            [this, id, client_session = session == query.end() ? std::string() : session->second](
+                std::shared_ptr<api::WebSocket> socket) {
+              relay_.Connect(id, std::move(socket), client_session);
+            },
+            {std::string(jupyter::kWsProtocolV1)});
         return true;
       }
     }

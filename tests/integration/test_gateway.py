@@ -313,6 +313,55 @@ def test_every_connection_sees_the_iopub_stream(kernel):
         watcher.close()
 
 
+def test_a_client_that_reconnects_gets_what_the_kernel_sent_while_it_was_away(target, kernel):
+    """A browser tab's websocket drops mid-cell and JupyterLab reconnects with
+    the same session id: what the cell printed meanwhile, and its reply,
+    arrive then, as Jupyter servers replay them. Another session id gets
+    none of it. (Before, cordon dropped them: the cell never ended.)"""
+    gw = kernel.gw
+
+    def leave_mid_cell():
+        a = Raw(gw, kernel.id)
+        msg_id = a.send(ws_message(
+            "shell", "execute_request",
+            {"code": "import time\nprint('before', flush=True)\ntime.sleep(2)\n"
+                     "print('after', flush=True)",
+             "silent": False, "store_history": True, "user_expressions": {},
+             "allow_stdin": False, "stop_on_error": True}, a.session))
+        assert a.line(msg_id) == "before\n"
+        a.close()
+        assert wait_for(lambda: gw.kernel(kernel.id).json()["execution_state"] == "idle"), \
+            gw.kernel(kernel.id).json()
+        return a.session, msg_id
+
+    session, msg_id = leave_mid_cell()
+    back = Raw(gw, kernel.id, session_id=session)
+    try:
+        reply = back.until(lambda m: m["header"]["msg_type"] == "execute_reply" and
+                           m["parent_header"].get("msg_id") == msg_id, 60, "the kept reply")
+        assert reply["content"]["status"] == "ok"
+        text = "".join(m["content"]["text"] for _, m in back.frames
+                       if m["header"]["msg_type"] == "stream" and
+                       m["parent_header"].get("msg_id") == msg_id)
+        assert "after\n" in text, text
+    finally:
+        back.close()
+
+    if not target.is_cordon:
+        # jupyter-server's model can still say idle from the cell before
+        # (its own subscription misses status messages): the client below
+        # could connect while the cell runs, and see its end live.
+        return
+    session, msg_id = leave_mid_cell()
+    other = Raw(gw, kernel.id)
+    try:
+        reply, _ = other.execute("1+1")
+        assert reply["status"] == "ok"
+        assert not [m for _, m in other.frames if m["parent_header"].get("msg_id") == msg_id]
+    finally:
+        other.close()
+
+
 def test_interrupt_a_sleep_comes_back_idle_and_keeps_state(kernel):
     gw = kernel.gw
     kernel.run("kept = 'yes'")
