@@ -1,6 +1,7 @@
 // `cordon serve`: the daemon as a process. Runs the loop until SIGTERM (or
-// another signal that would end it: AddStopSignals), then stops accepting, tears everything down
-// (verified) and returns 0, or 1 when some teardown could not be verified.
+// another signal that would end it: AddStopSignals), then stops accepting,
+// tears everything down (verified) and returns 0, or 1 when some teardown
+// could not be verified.
 #pragma once
 
 #include <boost/asio/signal_set.hpp>

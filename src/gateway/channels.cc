@@ -86,10 +86,15 @@ void Relay::Connect(const std::string& id, std::shared_ptr<api::WebSocket> socke
   e.left_session.reset();
   e.kept.clear();
   e.kept_bytes = 0;
-  for (auto& [msg_id, owner] : e.requests) {
-    if (owner == kLeft) owner = same ? n : kLeft;
+  for (auto r = e.requests.begin(); r != e.requests.end();) {
+    if (r->second != kLeft) {
+      ++r;
+    } else if (same) {
+      (r++)->second = n;
+    } else {
+      r = e.requests.erase(r);
+    }
   }
-  std::erase_if(e.requests, [](const auto& r) { return r.second == kLeft; });
   if (!same) return;
   for (const Kept& k : kept) {
     Deliver(client, FrameForClient(k.channel, k.message, client.protocol), k.message);
