@@ -18,6 +18,7 @@ daemons the tests started.
     ctest --test-dir build -R gateway          (what `make test` runs)
     CORDON_BINARY=build/cordon /usr/bin/python3 -m pytest -q -rs tests/integration/test_gateway.py
 """
+import contextlib
 import json
 import os
 import re
@@ -92,6 +93,18 @@ def start_cordon(state_dir, *extra, cgroup_root):
     env = dict(os.environ, CORDON_TEST_SECRET=SECRET)
     return Daemon(state_dir, "--prespawn-shells", "0", "--prespawn-runs", "0", *extra,
                   cgroup_root=cgroup_root, env=env)
+
+
+@contextlib.contextmanager
+def own_daemon(tmp_path, suffix, *extra):
+    """A daemon of the test's own (start_cordon; its cgroup root is
+    GW_CGROUP_ROOT + `suffix`) and a Gateway client of it, stopped with
+    stop_cordon at the end."""
+    d = start_cordon(tmp_path / "state", *extra, cgroup_root=GW_CGROUP_ROOT + suffix)
+    try:
+        yield d, Gateway(d.url, d.token)
+    finally:
+        stop_cordon(d)
 
 
 def stop_cordon(d):
@@ -620,10 +633,7 @@ def test_two_kernels_cannot_see_each_others_workspaces(cordon):
 
 
 def test_the_kernel_limit_is_403_resource_limit(tmp_path, tmp_path_factory):
-    root = GW_CGROUP_ROOT + "-limit"
-    d = start_cordon(tmp_path / "state", "--max-kernels", "1", cgroup_root=root)
-    try:
-        gw = Gateway(d.url, d.token)
+    with own_daemon(tmp_path, "-limit", "--max-kernels", "1") as (d, gw):
         first = gw.create_kernel()
         r = gw.request("POST", "/api/kernels", {})
         assert r.status_code == 403, (r.status_code, r.text)
@@ -634,8 +644,6 @@ def test_the_kernel_limit_is_403_resource_limit(tmp_path, tmp_path_factory):
         second = gw.create_kernel()
         assert gw.wait_ready(second["id"]).text == "2"
         assert gw.delete(second["id"]).status_code == 204
-    finally:
-        stop_cordon(d)
 
 
 def test_a_client_that_stops_reading_is_disconnected_and_the_kernel_goes_on(tmp_path):
@@ -643,21 +651,15 @@ def test_a_client_that_stops_reading_is_disconnected_and_the_kernel_goes_on(tmp_
     the daemon disconnects it at --ws-max-queued (logged ws_slow_reader)
     instead of queueing the output for it, and the kernel and other clients
     go on."""
-    root = GW_CGROUP_ROOT + "-slow"
-    d = start_cordon(tmp_path / "state", "--ws-max-queued", "8M", cgroup_root=root)
-    try:
-        gw = Gateway(d.url, d.token)
+    with own_daemon(tmp_path, "-slow", "--ws-max-queued", "8M") as (d, gw):
         kid = gw.create_kernel()["id"]
         gw.wait_ready(kid)
         silent = gw.connect(kid, session_id="silent-" + secrets.token_hex(4))
         gw.send_execute(silent, 'chunk = "x" * (1 << 20)\n'
                                 'for i in range(64):\n'
                                 '    print(chunk, flush=True)')
-
-        def cut():
-            with open(d.log_path, "rb") as f:
-                return b'"ws_slow_reader"' in f.read()
-        assert wait_for(cut, 60), "a client that reads nothing was never disconnected"
+        assert wait_for(lambda: logged(d, "ws_slow_reader"), 60), \
+            "a client that reads nothing was never disconnected"
         # What it is still given is what was in flight and in the socket
         # buffers at the cut, then the end of the connection: far less than
         # the flood.
@@ -675,8 +677,6 @@ def test_a_client_that_stops_reading_is_disconnected_and_the_kernel_goes_on(tmp_
         assert gw.wait_ready(kid, within=120).text == "2"
         assert gw.execute(kid, "print('still here')").stdout == "still here\n"
         assert gw.delete(kid).status_code == 204
-    finally:
-        stop_cordon(d)
 
 
 # A kernel that swallows every interrupt: its SIGINT handler only notes it
@@ -1308,10 +1308,7 @@ def test_buffers_are_bounded_by_the_max_message_size(tmp_path):
     """--max-message-size bounds a message with its buffers, both ways: the
     kernel's echo over it is refused whole (an `error` in its place); a
     client's frame over it closes the connection (1009)."""
-    root = GW_CGROUP_ROOT + "-size"
-    d = start_cordon(tmp_path / "state", "--max-message-size", "1M", cgroup_root=root)
-    try:
-        gw = Gateway(d.url, d.token)
+    with own_daemon(tmp_path, "-size", "--max-message-size", "1M") as (d, gw):
         kid = gw.create_kernel()["id"]
         gw.wait_ready(kid)
         for v1 in (False, True):
@@ -1340,8 +1337,6 @@ def test_buffers_are_bounded_by_the_max_message_size(tmp_path):
                 raw.close()
         assert gw.wait_ready(kid).text == "2"
         assert gw.delete(kid).status_code == 204
-    finally:
-        stop_cordon(d)
 
 
 def test_a_kernel_in_use_over_its_websocket_is_not_culled_as_idle(tmp_path):
@@ -1350,10 +1345,7 @@ def test_a_kernel_in_use_over_its_websocket_is_not_culled_as_idle(tmp_path):
     not idle. Once the last client has left and the kernel is idle, the TTL
     culls it. Before, only /v1 requests counted: a notebook's kernel was
     culled under its user, mid-cell."""
-    root = GW_CGROUP_ROOT + "-cull"
-    d = start_cordon(tmp_path / "state", "--session-idle-ttl", "2s", cgroup_root=root)
-    try:
-        gw = Gateway(d.url, d.token)
+    with own_daemon(tmp_path, "-cull", "--session-idle-ttl", "2s") as (d, gw):
         kid = gw.create_kernel()["id"]
         raw = Raw(gw, kid)
         reply, _ = raw.execute("x = 41")
@@ -1372,20 +1364,15 @@ def test_a_kernel_in_use_over_its_websocket_is_not_culled_as_idle(tmp_path):
         # Idle, nobody connected: culled after the TTL.
         assert wait_for(lambda: gw.kernel(kid).status_code == 404, within=30), \
             "an idle kernel with no client was not culled"
-    finally:
-        stop_cordon(d)
 
 
 def test_a_dead_kernel_is_restarted_in_its_workspace_until_the_idle_ttl(tmp_path):
     """A kernel that died (or was torn down) restarts as a Jupyter server
     restarts it: same id, same workspace, a fresh process. Before, a
     restart of a dead kernel was 409, so a notebook's "Restart kernel" could
-    not bring it back. Held for --session-idle-ttl after its death; then it
-    is on record only, and a restart says it cannot."""
-    root = GW_CGROUP_ROOT + "-revive"
-    d = start_cordon(tmp_path / "state", "--session-idle-ttl", "3s", cgroup_root=root)
-    try:
-        gw = Gateway(d.url, d.token)
+    not bring it back. What it takes is remembered for --session-idle-ttl
+    after its death; after that a restart says it cannot."""
+    with own_daemon(tmp_path, "-revive", "--session-idle-ttl", "3s") as (d, gw):
         kid = gw.create_kernel()["id"]
 
         def die():
@@ -1408,15 +1395,13 @@ def test_a_dead_kernel_is_restarted_in_its_workspace_until_the_idle_ttl(tmp_path
         assert kid in [k["id"] for k in gw.kernels()]
 
         die()
-        time.sleep(3 * 3)  # three TTLs: let go, on record only
+        time.sleep(3 * 3)  # three TTLs: forgotten
         r = gw.restart(kid)
         assert r.status_code == 409, (r.status_code, r.text)
         assert "invalidated" in r.json()["message"], r.text
         assert gw.kernel(kid).json()["execution_state"] == "dead"
-        assert pids_in_cgroup_tree(root) - {d.pid} == set(), \
-            describe(pids_in_cgroup_tree(root) - {d.pid})
-    finally:
-        stop_cordon(d)
+        assert pids_in_cgroup_tree(d.cgroup_root) - {d.pid} == set(), \
+            describe(pids_in_cgroup_tree(d.cgroup_root) - {d.pid})
 
 
 def test_a_message_larger_than_the_queue_bound_reaches_a_client_that_reads(tmp_path):
@@ -1424,10 +1409,7 @@ def test_a_message_larger_than_the_queue_bound_reaches_a_client_that_reads(tmp_p
     a client that reads gets a result larger than the bound, and the reply
     and status after it. Before, the message in flight counted, and what
     followed it disconnected the client."""
-    root = GW_CGROUP_ROOT + "-large"
-    d = start_cordon(tmp_path / "state", "--ws-max-queued", "1M", cgroup_root=root)
-    try:
-        gw = Gateway(d.url, d.token)
+    with own_daemon(tmp_path, "-large", "--ws-max-queued", "1M") as (d, gw):
         kid = gw.create_kernel()["id"]
         gw.wait_ready(kid)
         size = 20 * 1024 * 1024
@@ -1436,5 +1418,3 @@ def test_a_message_larger_than_the_queue_bound_reaches_a_client_that_reads(tmp_p
             assert e.reply["status"] == "ok"
             assert len(e.text) == size + 2  # the repr's quotes
         assert not logged(d, "ws_slow_reader")
-    finally:
-        stop_cordon(d)
